@@ -1,0 +1,223 @@
+"""A thin wrapper around ``onnxruntime.InferenceSession`` that remembers its settings."""
+
+from __future__ import annotations
+
+import collections
+import os
+import tempfile
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import onnx
+import onnxruntime as ort
+
+from .results import SessionInfo
+
+OPTIMIZATION_LEVELS: dict[str, ort.GraphOptimizationLevel] = {
+    "disable": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
+    "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
+    "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
+    "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
+}
+
+ModelLike = str | os.PathLike[str] | bytes | onnx.ModelProto
+
+
+class ProviderUnavailable(RuntimeError):
+    """A requested execution provider is not available in this onnxruntime build."""
+
+    def __init__(self, provider: str, available: Iterable[str]) -> None:
+        self.provider = provider
+        self.available = tuple(available)
+        super().__init__(
+            f"execution provider {provider!r} is not available in onnxruntime "
+            f"{ort.__version__}; available: {', '.join(self.available)}"
+        )
+
+
+@dataclass(frozen=True)
+class SessionSettings:
+    """Everything used to build a session besides the model."""
+
+    providers: tuple[str, ...] = ("CPUExecutionProvider",)
+    optimization: str = "all"
+    threads: int = 1
+    spinning: bool = False
+    options: tuple[tuple[str, Any], ...] = ()
+    custom_ops: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.optimization not in OPTIMIZATION_LEVELS:
+            raise ValueError(
+                f"optimization={self.optimization!r} is not one of "
+                f"{', '.join(OPTIMIZATION_LEVELS)}"
+            )
+        if self.threads < 0:
+            raise ValueError(f"threads must be >= 0 (0: onnxruntime's default), got {self.threads}")
+
+    def replace(self, **changes: Any) -> SessionSettings:
+        """A copy with some fields changed; ``options`` are merged, not replaced."""
+        fields = {
+            "providers": self.providers,
+            "optimization": self.optimization,
+            "threads": self.threads,
+            "spinning": self.spinning,
+            "options": self.options,
+            "custom_ops": self.custom_ops,
+        }
+        extra = changes.pop("options", None)
+        fields.update(changes)
+        if extra:
+            merged = dict(self.options)
+            merged.update(extra)
+            fields["options"] = tuple(sorted(merged.items()))
+        return SessionSettings(**fields)
+
+
+def load_model_bytes(model: ModelLike) -> tuple[bytes, str]:
+    """Serialized model and a short label for reports (file name or graph name)."""
+    if isinstance(model, onnx.ModelProto):
+        return model.SerializeToString(), model.graph.name or "<ModelProto>"
+    if isinstance(model, bytes | bytearray):
+        return bytes(model), "<bytes>"
+    path = Path(os.fspath(model))
+    if not path.is_file():
+        raise FileNotFoundError(f"ONNX model file not found: {path}")
+    return path.read_bytes(), path.name
+
+
+def make_session_options(settings: SessionSettings) -> ort.SessionOptions:
+    """``SessionOptions`` for the settings.
+
+    Keys of ``settings.options`` that name a ``SessionOptions`` attribute are set as
+    attributes; any other key is a session config entry (``session.xxx``).
+    """
+    so = ort.SessionOptions()
+    so.graph_optimization_level = OPTIMIZATION_LEVELS[settings.optimization]
+    so.intra_op_num_threads = settings.threads
+    so.inter_op_num_threads = 1 if settings.threads == 1 else 0
+    so.add_session_config_entry(
+        "session.intra_op.allow_spinning", "1" if settings.spinning else "0"
+    )
+    so.add_session_config_entry(
+        "session.inter_op.allow_spinning", "1" if settings.spinning else "0"
+    )
+    for library in settings.custom_ops:
+        if not Path(library).is_file():
+            raise FileNotFoundError(f"custom ops library not found: {library}")
+        so.register_custom_ops_library(str(library))
+    for key, value in settings.options:
+        if hasattr(so, key) and not key.startswith("_"):
+            setattr(so, key, value)
+        else:
+            so.add_session_config_entry(key, str(value))
+    return so
+
+
+def check_providers(providers: Iterable[str]) -> None:
+    """Raise :class:`ProviderUnavailable` for the first provider this build lacks."""
+    available = ort.get_available_providers()
+    for provider in providers:
+        if provider not in available:
+            raise ProviderUnavailable(provider, available)
+
+
+class OrtSession:
+    """An ``InferenceSession`` (``.sess``) with the settings and model it was built from."""
+
+    def __init__(self, model_bytes: bytes, settings: SessionSettings, label: str) -> None:
+        check_providers(settings.providers)
+        self.model_bytes = model_bytes
+        self.settings = settings
+        self.label = label
+        try:
+            self.sess = ort.InferenceSession(
+                model_bytes,
+                sess_options=make_session_options(settings),
+                providers=list(settings.providers),
+            )
+        except Exception as exc:  # ORT raises its own Fail/InvalidGraph/... types
+            raise RuntimeError(f"onnxruntime could not load model {label}: {exc}") from exc
+        self._histogram: dict[str, int] | None = None
+
+    @classmethod
+    def create(
+        cls,
+        model: ModelLike,
+        *,
+        providers: Iterable[str] | None = None,
+        optimization: str = "all",
+        threads: int = 1,
+        spinning: bool = False,
+        options: Mapping[str, Any] | None = None,
+        custom_ops: Iterable[str | os.PathLike[str]] | None = None,
+        name: str | None = None,
+    ) -> OrtSession:
+        model_bytes, label = load_model_bytes(model)
+        settings = SessionSettings(
+            providers=tuple(providers) if providers else ("CPUExecutionProvider",),
+            optimization=optimization,
+            threads=threads,
+            spinning=spinning,
+            options=tuple(sorted((options or {}).items())),
+            custom_ops=tuple(os.fspath(p) for p in custom_ops or ()),
+        )
+        return cls(model_bytes, settings, name or label)
+
+    def derive(self, **changes: Any) -> OrtSession:
+        """A new session on the same model with some settings changed (options merged)."""
+        return OrtSession(self.model_bytes, self.settings.replace(**changes), self.label)
+
+    @property
+    def input_names(self) -> list[str]:
+        return [i.name for i in self.sess.get_inputs()]
+
+    @property
+    def output_names(self) -> list[str]:
+        return [o.name for o in self.sess.get_outputs()]
+
+    @property
+    def device(self) -> str:
+        """``cuda`` when the first provider is CUDA, else ``cpu``."""
+        return "cuda" if self.settings.providers[0] == "CUDAExecutionProvider" else "cpu"
+
+    def run(self, feeds: Mapping[str, Any]) -> list[Any]:
+        return list(self.sess.run(None, dict(feeds)))
+
+    def optimized_model(self) -> onnx.ModelProto:
+        """The graph as ORT optimized it for these settings (a fresh session saves it)."""
+        with tempfile.TemporaryDirectory(prefix="ortperf-opt-") as tmp:
+            path = Path(tmp) / "optimized.onnx"
+            settings = self.settings.replace(
+                options={"optimized_model_filepath": str(path), "log_severity_level": 3}
+            )
+            so = make_session_options(settings)
+            ort.InferenceSession(self.model_bytes, so, providers=list(settings.providers))
+            return onnx.load(str(path), load_external_data=False)
+
+    def op_histogram(self) -> dict[str, int]:
+        """Op-type counts of the ORT-optimized graph (``FusedMatMul``: 1, ...)."""
+        if self._histogram is None:
+            counts = collections.Counter(n.op_type for n in self.optimized_model().graph.node)
+            self._histogram = dict(sorted(counts.items()))
+        return dict(self._histogram)
+
+    def info(self, *, with_histogram: bool = False) -> SessionInfo:
+        """The record of this session attached to results."""
+        return SessionInfo(
+            model=self.label,
+            providers=self.settings.providers,
+            optimization=self.settings.optimization,
+            threads=self.settings.threads,
+            spinning=self.settings.spinning,
+            op_histogram=tuple(self.op_histogram().items()) if with_histogram else (),
+        )
+
+    def __repr__(self) -> str:
+        s = self.settings
+        return (
+            f"OrtSession({self.label!r}, providers={list(s.providers)}, "
+            f"optimization={s.optimization!r}, threads={s.threads})"
+        )
