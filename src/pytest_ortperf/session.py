@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import dataclasses
 import os
 import tempfile
 from collections.abc import Iterable, Mapping
@@ -51,29 +52,19 @@ class SessionSettings:
     def __post_init__(self) -> None:
         if self.optimization not in OPTIMIZATION_LEVELS:
             raise ValueError(
-                f"optimization={self.optimization!r} is not one of "
-                f"{', '.join(OPTIMIZATION_LEVELS)}"
+                f"optimization={self.optimization!r} is not one of {', '.join(OPTIMIZATION_LEVELS)}"
             )
         if self.threads < 0:
             raise ValueError(f"threads must be >= 0 (0: onnxruntime's default), got {self.threads}")
 
     def replace(self, **changes: Any) -> SessionSettings:
         """A copy with some fields changed; ``options`` are merged, not replaced."""
-        fields = {
-            "providers": self.providers,
-            "optimization": self.optimization,
-            "threads": self.threads,
-            "spinning": self.spinning,
-            "options": self.options,
-            "custom_ops": self.custom_ops,
-        }
         extra = changes.pop("options", None)
-        fields.update(changes)
         if extra:
             merged = dict(self.options)
             merged.update(extra)
-            fields["options"] = tuple(sorted(merged.items()))
-        return SessionSettings(**fields)
+            changes["options"] = tuple(sorted(merged.items()))
+        return dataclasses.replace(self, **changes)
 
 
 def load_model_bytes(model: ModelLike) -> tuple[bytes, str]:

@@ -1,0 +1,189 @@
+"""Random inputs generated from a session's signature."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+ORT_TYPE_TO_DTYPE: dict[str, np.dtype[Any]] = {
+    "tensor(float)": np.dtype(np.float32),
+    "tensor(float16)": np.dtype(np.float16),
+    "tensor(double)": np.dtype(np.float64),
+    "tensor(int8)": np.dtype(np.int8),
+    "tensor(int16)": np.dtype(np.int16),
+    "tensor(int32)": np.dtype(np.int32),
+    "tensor(int64)": np.dtype(np.int64),
+    "tensor(uint8)": np.dtype(np.uint8),
+    "tensor(uint16)": np.dtype(np.uint16),
+    "tensor(uint32)": np.dtype(np.uint32),
+    "tensor(uint64)": np.dtype(np.uint64),
+    "tensor(bool)": np.dtype(np.bool_),
+    "tensor(string)": np.dtype(np.object_),
+}
+
+Dim = int | str | None
+
+
+class FeedError(ValueError):
+    """Inputs could not be generated or do not match the model's signature."""
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    """One model input as the session declares it."""
+
+    name: str
+    type: str
+    shape: tuple[Dim, ...]
+
+    @property
+    def dtype(self) -> np.dtype[Any]:
+        try:
+            return ORT_TYPE_TO_DTYPE[self.type]
+        except KeyError:
+            raise FeedError(
+                f"input {self.name!r} has type {self.type}, which ort_feeds cannot generate; "
+                f"pass it with values={{{self.name!r}: ...}}"
+            ) from None
+
+
+def input_specs(session: Any) -> list[InputSpec]:
+    """The input specs of an ``InferenceSession`` (or anything with ``get_inputs``)."""
+    return [InputSpec(i.name, i.type, tuple(i.shape)) for i in session.get_inputs()]
+
+
+def _is_symbolic(dim: Dim) -> bool:
+    return not isinstance(dim, int) or dim < 0
+
+
+def resolve_shape(
+    spec: InputSpec,
+    dims: Mapping[str, int],
+    shapes: Mapping[str, Sequence[int]],
+) -> tuple[int, ...]:
+    """The concrete shape of one input: ``shapes[name]`` first, else dims resolved by name."""
+    if spec.name in shapes:
+        shape = tuple(int(d) for d in shapes[spec.name])
+        check_shape(spec, shape)
+        return shape
+    out = []
+    for axis, dim in enumerate(spec.shape):
+        if not _is_symbolic(dim):
+            out.append(int(dim))  # type: ignore[arg-type]
+        elif isinstance(dim, str) and dim in dims:
+            out.append(int(dims[dim]))
+        else:
+            what = f"symbolic dim {dim!r}" if isinstance(dim, str) else "a dim with no name"
+            hint = (
+                f"pass dims={{{dim!r}: N}}"
+                if isinstance(dim, str)
+                else f"pass shapes={{{spec.name!r}: (...)}}"
+            )
+            raise FeedError(
+                f"input {spec.name!r}: axis {axis} is {what} (declared shape "
+                f"{list(spec.shape)}); {hint}"
+            )
+    return tuple(out)
+
+
+def check_shape(spec: InputSpec, shape: Sequence[int]) -> None:
+    """Raise :class:`FeedError` when ``shape`` contradicts the declared static dims."""
+    if len(shape) != len(spec.shape):
+        raise FeedError(
+            f"input {spec.name!r} expects rank {len(spec.shape)} (declared shape "
+            f"{list(spec.shape)}), got shape {list(shape)}"
+        )
+    for axis, (declared, got) in enumerate(zip(spec.shape, shape, strict=True)):
+        if not _is_symbolic(declared) and declared != got:
+            raise FeedError(
+                f"input {spec.name!r}: axis {axis} must be {declared} (declared shape "
+                f"{list(spec.shape)}), got {got}"
+            )
+
+
+def random_array(
+    dtype: np.dtype[Any],
+    shape: tuple[int, ...],
+    rng: np.random.Generator,
+    *,
+    low: float | None = None,
+    high: float | None = None,
+) -> np.ndarray[Any, Any]:
+    """Random values of a dtype: floats in [low, high) (default [-1, 1)), integers in
+    [low, high) (default [0, 10): integers are often indices), booleans, strings."""
+    if dtype.kind == "f":
+        lo = -1.0 if low is None else low
+        hi = 1.0 if high is None else high
+        return rng.uniform(lo, hi, size=shape).astype(dtype)
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        lo_i = 0 if low is None else int(low)
+        hi_i = 10 if high is None else int(high)
+        lo_i, hi_i = max(lo_i, int(info.min)), min(hi_i, int(info.max) + 1)
+        if hi_i <= lo_i:
+            raise FeedError(f"empty integer range [{low}, {high}) for dtype {dtype}")
+        return rng.integers(lo_i, hi_i, size=shape, dtype=np.int64).astype(dtype)
+    if dtype.kind == "b":
+        return rng.integers(0, 2, size=shape).astype(np.bool_)
+    if dtype.kind == "O":
+        words = rng.integers(0, 1000, size=shape)
+        return (
+            np.vectorize(lambda w: f"s{w}", otypes=[object])(words)
+            if words.size
+            else (np.empty(shape, dtype=object))
+        )
+    raise FeedError(f"cannot generate random values of dtype {dtype}")
+
+
+def make_feeds(
+    specs: Sequence[InputSpec],
+    *,
+    dims: Mapping[str, int] | None = None,
+    shapes: Mapping[str, Sequence[int]] | None = None,
+    seed: int = 0,
+    values: Mapping[str, Any] | None = None,
+    low: float | None = None,
+    high: float | None = None,
+) -> dict[str, np.ndarray[Any, Any]]:
+    """Inputs for every spec: ``values`` pinned as given (checked), the rest random.
+
+    Deterministic for a given ``seed``. Every error names the input and what was expected.
+    """
+    dims = dict(dims or {})
+    shapes = dict(shapes or {})
+    values = dict(values or {})
+    known = {s.name for s in specs}
+    for kind, mapping in (("values", values), ("shapes", shapes)):
+        unknown = sorted(set(mapping) - known)
+        if unknown:
+            raise FeedError(
+                f"{kind} names unknown input(s) {unknown}; the model's inputs are {sorted(known)}"
+            )
+    rng = np.random.default_rng(seed)
+    feeds: dict[str, np.ndarray[Any, Any]] = {}
+    for spec in specs:
+        if spec.name in values:
+            feeds[spec.name] = check_value(spec, values[spec.name])
+        else:
+            shape = resolve_shape(spec, dims, shapes)
+            feeds[spec.name] = random_array(spec.dtype, shape, rng, low=low, high=high)
+    return feeds
+
+
+def check_value(spec: InputSpec, value: Any) -> np.ndarray[Any, Any]:
+    """A pinned input as an array of the declared dtype and a compatible shape."""
+    array = np.asarray(value)
+    expected = spec.dtype
+    if expected.kind == "O":
+        if array.dtype.kind not in "OUS":
+            raise FeedError(f"input {spec.name!r} expects strings, got dtype {array.dtype}")
+        array = array.astype(object)
+    elif array.dtype != expected:
+        raise FeedError(
+            f"input {spec.name!r} expects dtype {expected} ({spec.type}), got {array.dtype}"
+        )
+    check_shape(spec, array.shape)
+    return np.require(array, requirements="C")

@@ -1,0 +1,289 @@
+"""The ``ortperf`` fixture object: measures targets and records the results on the test."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .measure import Engine, Samples, smoke
+from .results import USER_PROPERTY, Comparison, LatencyResult, OutputDiff, Record
+from .runapi import APIS, Call, OrtBinding, binding_call, make_call
+from .session import OrtSession
+from .stats import paired_ratio, ratio_of_blocks
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+Feeds = Mapping[str, np.ndarray[Any, Any]]
+Target = OrtSession | OrtBinding
+
+
+class OutputMismatch(AssertionError):
+    """Candidate and reference outputs differ beyond the tolerances."""
+
+
+def output_diffs(
+    names: Sequence[str], reference: Sequence[Any], candidate: Sequence[Any]
+) -> list[OutputDiff]:
+    """Largest absolute and relative differences per output (inf where they cannot match)."""
+    diffs = []
+    for name, ref, cand in zip(names, reference, candidate, strict=True):
+        if not isinstance(ref, np.ndarray) or not isinstance(cand, np.ndarray):
+            same = ref == cand
+            diffs.append(OutputDiff(name, 0.0 if same else math.inf, 0.0 if same else math.inf))
+        elif ref.shape != cand.shape or ref.dtype.kind != cand.dtype.kind:
+            diffs.append(OutputDiff(name, math.inf, math.inf))
+        elif ref.dtype.kind in "OUSb":
+            same = bool(np.array_equal(ref, cand))
+            diffs.append(OutputDiff(name, 0.0 if same else math.inf, 0.0 if same else math.inf))
+        elif ref.size == 0:
+            diffs.append(OutputDiff(name, 0.0, 0.0))
+        else:
+            r = ref.astype(np.float64)
+            c = cand.astype(np.float64)
+            err = np.abs(c - r)
+            rel = err / np.maximum(np.abs(r), np.finfo(np.float64).tiny)
+            diffs.append(OutputDiff(name, float(err.max()), float(rel.max())))
+    return diffs
+
+
+def verify_outputs(
+    names: Sequence[str],
+    reference: Sequence[Any],
+    candidate: Sequence[Any],
+    *,
+    atol: float,
+    rtol: float,
+    what: str,
+) -> list[OutputDiff]:
+    """The per-output diffs; raises :class:`OutputMismatch` naming every output out of
+    tolerance (``|c - r| <= atol + rtol * |r|`` elementwise, as numpy's ``allclose``)."""
+    if len(reference) != len(candidate):
+        raise OutputMismatch(
+            f"{what}: reference has {len(reference)} outputs, candidate {len(candidate)}"
+        )
+    diffs = output_diffs(names, reference, candidate)
+    bad = []
+    for diff, ref, cand in zip(diffs, reference, candidate, strict=True):
+        if math.isinf(diff.max_abs):
+            bad.append(f"{diff.output}: values, shapes or types differ")
+        elif isinstance(ref, np.ndarray) and ref.dtype.kind in "fc" and ref.size:
+            if not np.allclose(cand, ref, atol=atol, rtol=rtol, equal_nan=True):
+                bad.append(
+                    f"{diff.output}: max abs diff {diff.max_abs:.3g}, max rel diff "
+                    f"{diff.max_rel:.3g} (atol={atol:g}, rtol={rtol:g})"
+                )
+        elif diff.max_abs > 0:
+            bad.append(f"{diff.output}: max abs diff {diff.max_abs:.3g} (exact match expected)")
+    if bad:
+        raise OutputMismatch(f"{what}: outputs disagree\n  " + "\n  ".join(bad))
+    return diffs
+
+
+class Recorder:
+    """Measures latencies and comparisons, attaches them to the running test.
+
+    In smoke mode (``measured=False``: plain ``pytest``) every measurement runs its target
+    once, checks outputs, and records nothing.
+    """
+
+    def __init__(
+        self,
+        *,
+        test: str,
+        measured: bool,
+        engine: Engine,
+        user_properties: list[tuple[str, object]],
+    ) -> None:
+        self.test = test
+        self.measured = measured
+        self.engine = engine
+        self.records: list[Record] = []
+        self._user_properties = user_properties
+
+    def _record(self, record: Record) -> None:
+        self.records.append(record)
+        if self.measured:
+            self._user_properties.append((USER_PROPERTY, record.to_dict()))
+
+    def _time(self, call: Call) -> Samples:
+        return self.engine.measure(call) if self.measured else smoke(call, self.engine.clock)
+
+    def _calls(
+        self, target: Target, feeds: Feeds | None, api: str | None
+    ) -> tuple[Call, Callable[[], list[Any]], str, OrtSession]:
+        if isinstance(target, OrtBinding):
+            if api not in (None, "iobinding"):
+                raise ValueError(f"a binding target is timed with api='iobinding', not {api!r}")
+            call, outputs = binding_call(target)
+            return call, outputs, "iobinding", target.session
+        if not isinstance(target, OrtSession):
+            raise TypeError(
+                "target must be a session from ort_session or a binding from ort_binding, "
+                f"got {type(target).__name__}"
+            )
+        if feeds is None:
+            raise ValueError(f"feeds are required to time session {target.label!r}")
+        api = api or "run"
+        if api not in APIS:
+            raise ValueError(f"api={api!r} is not one of {', '.join(APIS)}")
+        call, outputs = make_call(target, feeds, api)
+        return call, outputs, api, target
+
+    def latency(
+        self,
+        target: Target,
+        feeds: Feeds | None = None,
+        *,
+        api: str | None = None,
+        name: str | None = None,
+    ) -> LatencyResult:
+        """Seconds per call of a binding, or of a session with feeds through ``api``
+        (default ``run``)."""
+        call, _, api, session = self._calls(target, feeds, api)
+        samples = self._time(call)
+        result = LatencyResult(
+            test=self.test,
+            name=name or session.label,
+            api=api,
+            samples=samples.values,
+            calls_per_block=samples.calls_per_block,
+            measured=self.measured,
+            session=session.info(),
+        )
+        self._record(result)
+        return result
+
+    def compare(
+        self,
+        reference: OrtSession,
+        candidate: OrtSession,
+        feeds: Feeds,
+        *,
+        name: str | None = None,
+        api: str = "iobinding",
+        check_outputs: bool = True,
+        atol: float = 1e-4,
+        rtol: float = 1e-3,
+        confidence: float = 0.95,
+    ) -> Comparison:
+        """Candidate vs reference, measured interleaved; outputs checked first.
+
+        The ratio is candidate/reference per call (below 1: the candidate is faster), the
+        median of the paired block ratios with its distribution-free interval.
+        """
+        label = name or f"{candidate.label} vs {reference.label}"
+        ref_call, ref_outputs, api, _ = self._calls(reference, feeds, api)
+        cand_call, cand_outputs, _, _ = self._calls(candidate, feeds, api)
+        diffs: list[OutputDiff] = []
+        if check_outputs:
+            diffs = verify_outputs(
+                reference.output_names,
+                ref_outputs(),
+                cand_outputs(),
+                atol=atol,
+                rtol=rtol,
+                what=f"compare {label!r}",
+            )
+        if self.measured:
+            ref_s, cand_s = self.engine.interleave([ref_call, cand_call])
+        else:
+            ref_s, cand_s = smoke(ref_call, self.engine.clock), smoke(cand_call, self.engine.clock)
+        ratios = ratio_of_blocks(ref_s.values, cand_s.values)
+        estimate = paired_ratio(ratios, confidence)
+        result = Comparison(
+            test=self.test,
+            name=label,
+            api=api,
+            reference=self._arm(reference, ref_s, label, "reference", api),
+            candidate=self._arm(candidate, cand_s, label, "candidate", api),
+            block_ratios=tuple(ratios),
+            ratio=estimate.ratio,
+            low=estimate.low,
+            high=estimate.high,
+            confidence=confidence,
+            measured=self.measured,
+            output_diffs=tuple(diffs),
+        )
+        self._record(result)
+        return result
+
+    def _arm(
+        self, session: OrtSession, samples: Samples, label: str, role: str, api: str
+    ) -> LatencyResult:
+        return LatencyResult(
+            test=self.test,
+            name=f"{label}:{role}",
+            api=api,
+            samples=samples.values,
+            calls_per_block=samples.calls_per_block,
+            measured=self.measured,
+            session=session.info(with_histogram=self.measured),
+        )
+
+    def rank(
+        self,
+        variants: Mapping[str, OrtSession],
+        feeds: Feeds,
+        *,
+        name: str = "rank",
+        api: str = "iobinding",
+        check_outputs: bool = True,
+        atol: float = 1e-4,
+        rtol: float = 1e-3,
+    ) -> pd.DataFrame:
+        """Several sessions measured interleaved: a DataFrame sorted by median with each
+        variant's ratio to the fastest. Outputs are checked against the first variant."""
+        if len(variants) < 2:
+            raise ValueError("rank needs at least two variants")
+        pairs = {key: self._calls(s, feeds, api) for key, s in variants.items()}
+        if check_outputs:
+            (first_key, first), *rest = pairs.items()
+            first_out = first[1]()
+            for key, (_, outputs, _, session) in rest:
+                verify_outputs(
+                    session.output_names,
+                    first_out,
+                    outputs(),
+                    atol=atol,
+                    rtol=rtol,
+                    what=f"rank {name!r}: {key!r} vs {first_key!r}",
+                )
+        return self._table(
+            name, {key: (call, api, sess) for key, (call, _, _, sess) in pairs.items()}
+        )
+
+    def api_sweep(self, session: OrtSession, feeds: Feeds, *, name: str = "api") -> pd.DataFrame:
+        """The same model through every run API (see :mod:`pytest_ortperf.runapi`),
+        measured interleaved: one row per API, sorted by median, ratios to the fastest."""
+        calls = {api: (make_call(session, feeds, api)[0], api, session) for api in APIS}
+        return self._table(name, calls)
+
+    def _table(self, name: str, calls: Mapping[str, tuple[Call, str, OrtSession]]) -> pd.DataFrame:
+        import pandas as pd
+
+        keys = list(calls)
+        if self.measured:
+            all_samples = self.engine.interleave([calls[k][0] for k in keys])
+        else:
+            all_samples = [smoke(calls[k][0], self.engine.clock) for k in keys]
+        rows = []
+        for key, samples in zip(keys, all_samples, strict=True):
+            _, api, session = calls[key]
+            result = LatencyResult(
+                test=self.test,
+                name=f"{name}:{key}",
+                api=api,
+                samples=samples.values,
+                calls_per_block=samples.calls_per_block,
+                measured=self.measured,
+                session=session.info(),
+            )
+            self._record(result)
+            rows.append({"variant": key, "api": api, **result.summary.to_dict()})
+        frame = pd.DataFrame(rows).sort_values("median", ignore_index=True)
+        frame["ratio_to_fastest"] = frame["median"] / frame["median"].iloc[0]
+        return frame

@@ -1,0 +1,78 @@
+"""Pure formatting of results for the terminal."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from .results import Comparison, LatencyResult, Record
+
+WIDTH = 100
+
+
+def format_seconds(seconds: float) -> str:
+    """A duration with a unit that keeps 3-4 significant digits: ``5.12us``, ``12.3ms``."""
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
+        if abs(seconds) >= scale:
+            return (
+                f"{seconds / scale:.3g}{unit}"
+                if seconds / scale < 100
+                else (f"{seconds / scale:.0f}{unit}")
+            )
+    return f"{seconds / 1e-9:.0f}ns"
+
+
+def _shorten(text: str, width: int) -> str:
+    return text if len(text) <= width else "..." + text[-(width - 3) :]
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]], first_width: int) -> list[str]:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
+    widths[0] = min(widths[0], first_width)
+    lines = []
+    for row in [header, *rows]:
+        cells = [_shorten(row[0], widths[0]).ljust(widths[0])]
+        cells += [
+            cell.rjust(w) if i > 1 else cell.ljust(w)
+            for i, (cell, w) in enumerate(zip(row[1:], widths[1:], strict=True), start=1)
+        ]
+        lines.append("  ".join(cells).rstrip())
+    lines.insert(1, "-" * min(WIDTH, max(len(line) for line in lines)))
+    return lines
+
+
+def summary_lines(records: Sequence[Record]) -> list[str]:
+    """Two tables: measurements (test, name, api, median, IQR, n) and comparisons."""
+    latencies = [r for r in records if isinstance(r, LatencyResult)]
+    comparisons = [r for r in records if isinstance(r, Comparison)]
+    lines: list[str] = []
+    if latencies:
+        rows = [
+            (
+                f"{r.test}::{r.name}",
+                r.api,
+                format_seconds(r.median),
+                format_seconds(r.iqr),
+                str(r.n),
+            )
+            for r in latencies
+        ]
+        lines += _table(("measurement", "api", "median", "IQR", "n"), rows, first_width=60)
+    if comparisons:
+        if lines:
+            lines.append("")
+        rows = [
+            (
+                f"{c.test}::{c.name}",
+                f"{c.ratio:.3f}",
+                f"[{c.low:.3f}, {c.high:.3f}]",
+                format_seconds(c.reference.median),
+                format_seconds(c.candidate.median),
+            )
+            for c in comparisons
+        ]
+        lines += _table(
+            ("comparison (candidate/reference)", "ratio", "95% CI", "ref", "cand"),
+            rows,
+            first_width=52,
+        )
+    return lines
