@@ -44,11 +44,18 @@ class OrtperfConfig:
     def engine_config(self, marker: dict[str, Any]) -> EngineConfig:
         """The engine settings of one test: the run's, overridden by its marker."""
         engine = EngineConfig(budget_s=self.budget_s)
-        if "budget" in marker:
-            engine = replace(engine, budget_s=_positive_float(marker["budget"], "marker budget"))
-        if "block" in marker:
-            engine = replace(engine, block_s=_positive_float(marker["block"], "marker block"))
+        try:
+            if "budget" in marker:
+                engine = replace(engine, budget_s=_positive_float(marker["budget"], "budget"))
+            if "block" in marker:
+                engine = replace(engine, block_s=_positive_float(marker["block"], "block"))
+        except pytest.UsageError as exc:
+            raise MarkerError(f"@pytest.mark.ortperf: {exc}") from None
         return engine
+
+
+class MarkerError(ValueError):
+    """A bad ``@pytest.mark.ortperf`` argument."""
 
 
 def marker_settings(node: pytest.Item) -> dict[str, Any]:
@@ -57,13 +64,13 @@ def marker_settings(node: pytest.Item) -> dict[str, Any]:
     if marker is None:
         return {}
     if marker.args:
-        raise pytest.UsageError(
+        raise MarkerError(
             f"{node.nodeid}: @pytest.mark.ortperf takes keyword arguments only "
             f"({', '.join(MARKER_KEYS)})"
         )
     unknown = sorted(set(marker.kwargs) - set(MARKER_KEYS))
     if unknown:
-        raise pytest.UsageError(
+        raise MarkerError(
             f"{node.nodeid}: unknown @pytest.mark.ortperf argument(s) {unknown}; "
             f"known: {', '.join(MARKER_KEYS)}"
         )

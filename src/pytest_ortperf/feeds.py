@@ -169,7 +169,10 @@ def make_feeds(
             feeds[spec.name] = check_value(spec, values[spec.name])
         else:
             shape = resolve_shape(spec, dims, shapes)
-            feeds[spec.name] = random_array(spec.dtype, shape, rng, low=low, high=high)
+            try:
+                feeds[spec.name] = random_array(spec.dtype, shape, rng, low=low, high=high)
+            except FeedError as exc:
+                raise FeedError(f"input {spec.name!r}: {exc}") from None
     return feeds
 
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from .config import OrtperfConfig, marker_settings
+from .config import MarkerError, OrtperfConfig, marker_settings
 from .state import STATE_KEY, OrtperfState
 
 if TYPE_CHECKING:
@@ -59,10 +59,6 @@ def pytest_configure(config: pytest.Config) -> None:
     if not hasattr(config, "workerinput"):
         # Gathers records from test reports (on the xdist controller: the workers' reports).
         config.pluginmanager.register(state, "ortperf-state")
-    if settings.enabled and _xdist_workers(config):
-        # Timed tests running side by side on a small machine disturb each other: run
-        # them all on one worker (loadgroup) instead of recording disturbed numbers.
-        config.option.dist = "loadgroup"
 
 
 def _xdist_workers(config: pytest.Config) -> bool:
@@ -70,11 +66,15 @@ def _xdist_workers(config: pytest.Config) -> bool:
     return bool(numprocesses) or hasattr(config, "workerinput")
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if config.stash[STATE_KEY].settings.enabled and _xdist_workers(config):
-        for item in items:
-            item.add_marker(pytest.mark.xdist_group("ortperf-serial"), append=False)
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    # Timed tests running side by side on a small machine disturb each other: under
+    # --ortperf every test goes to one worker instead of recording disturbed numbers.
+    if not config.stash[STATE_KEY].settings.enabled:
+        return None
+    from .xdist_serial import SerialScheduling
+
+    return SerialScheduling(config, log)
 
 
 def pytest_report_header(config: pytest.Config) -> str | None:
@@ -168,7 +168,10 @@ def ortperf(request: pytest.FixtureRequest) -> Generator[Recorder, None, None]:
 
     state: OrtperfState = request.config.stash[STATE_KEY]
     node = request.node
-    engine_config = state.settings.engine_config(marker_settings(node))
+    try:
+        engine_config = state.settings.engine_config(marker_settings(node))
+    except MarkerError as exc:
+        pytest.fail(str(exc), pytrace=False)
     recorder = Recorder(
         test=node.nodeid,
         measured=state.settings.enabled,

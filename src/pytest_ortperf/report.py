@@ -25,18 +25,18 @@ def _shorten(text: str, width: int) -> str:
     return text if len(text) <= width else "..." + text[-(width - 3) :]
 
 
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]], first_width: int) -> list[str]:
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    """Left-aligned first two columns, right-aligned numbers; the first column is cut from
+    the left (keeping the test name's end) so a line fits in ``WIDTH`` characters."""
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
-    widths[0] = min(widths[0], first_width)
+    widths[0] = min(widths[0], WIDTH - sum(widths[1:]) - 2 * (len(widths) - 1))
     lines = []
     for row in [header, *rows]:
         cells = [_shorten(row[0], widths[0]).ljust(widths[0])]
-        cells += [
-            cell.rjust(w) if i > 1 else cell.ljust(w)
-            for i, (cell, w) in enumerate(zip(row[1:], widths[1:], strict=True), start=1)
-        ]
+        for i, (cell, width) in enumerate(zip(row[1:], widths[1:], strict=True), start=1):
+            cells.append(cell.ljust(width) if i == 1 else cell.rjust(width))
         lines.append("  ".join(cells).rstrip())
-    lines.insert(1, "-" * min(WIDTH, max(len(line) for line in lines)))
+    lines.insert(1, "-" * max(len(line) for line in lines))
     return lines
 
 
@@ -56,7 +56,7 @@ def summary_lines(records: Sequence[Record]) -> list[str]:
             )
             for r in latencies
         ]
-        lines += _table(("measurement", "api", "median", "IQR", "n"), rows, first_width=60)
+        lines += _table(("measurement", "api", "median", "IQR", "n"), rows)
     if comparisons:
         if lines:
             lines.append("")
@@ -73,6 +73,5 @@ def summary_lines(records: Sequence[Record]) -> list[str]:
         lines += _table(
             ("comparison (candidate/reference)", "ratio", "95% CI", "ref", "cand"),
             rows,
-            first_width=52,
         )
     return lines

@@ -36,7 +36,7 @@ class Summary:
 
 def quantile(sorted_values: Sequence[float], q: float) -> float:
     """Linear-interpolation quantile (numpy's default) of already sorted values."""
-    if not sorted_values:
+    if len(sorted_values) == 0:
         raise ValueError("quantile of an empty sequence")
     if not 0.0 <= q <= 1.0:
         raise ValueError(f"quantile q must be in [0, 1], got {q}")
@@ -53,7 +53,7 @@ def median(values: Sequence[float]) -> float:
 
 def summarize(samples: Sequence[float]) -> Summary:
     """Summary statistics of samples (seconds per call); ``std`` is the sample std."""
-    if not samples:
+    if len(samples) == 0:
         raise ValueError("cannot summarize an empty list of samples")
     ordered = sorted(float(x) for x in samples)
     n = len(ordered)
@@ -85,7 +85,7 @@ def median_ci(values: Sequence[float], confidence: float = 0.95) -> tuple[float,
     Returns the widest interval ``(min, max)`` when there are too few values to reach the
     requested confidence.
     """
-    if not values:
+    if len(values) == 0:
         raise ValueError("median_ci of an empty sequence")
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must be in (0, 1), got {confidence}")

@@ -1,0 +1,10 @@
+# Extension modules cannot be imported twice in one process, and pytester's in-process runs
+# drop the modules an inner run imported: import them once here, before any inner run.
+import numpy  # noqa: F401
+import onnx  # noqa: F401
+import onnxruntime  # noqa: F401
+import pandas  # noqa: F401
+
+import pytest_ortperf.measure
+import pytest_ortperf.models
+import pytest_ortperf.recorder  # noqa: F401

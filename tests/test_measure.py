@@ -1,0 +1,133 @@
+"""The timing engine's logic, with a fake clock: no dependence on the machine's speed."""
+
+import pytest
+
+from pytest_ortperf.measure import Engine, EngineConfig, smoke
+
+
+class FakeClock:
+    """A nanosecond clock that only moves when a fake call runs."""
+
+    def __init__(self) -> None:
+        self.now = 0
+
+    def __call__(self) -> int:
+        return self.now
+
+
+def fake_call(clock: FakeClock, durations_ns):
+    it = iter(durations_ns)
+    calls = []
+
+    def call():
+        d = next(it, None)
+        clock.now += d if d is not None else calls[-1]
+        calls.append(d if d is not None else calls[-1])
+
+    call.calls = calls
+    return call
+
+
+def constant_call(clock: FakeClock, ns: int):
+    count = {"n": 0}
+
+    def call():
+        clock.now += ns
+        count["n"] += 1
+
+    call.count = count
+    return call
+
+
+def test_calibrate_reaches_block_target():
+    clock = FakeClock()
+    engine = Engine(EngineConfig(block_s=0.02, warmup_s=0.1), clock=clock)
+    k = engine.calibrate(constant_call(clock, 5_000))  # 5 us per call
+    assert k == 4000  # 4000 calls of 5 us = 20 ms
+
+
+def test_calibrate_skips_the_cold_first_call():
+    clock = FakeClock()
+    engine = Engine(EngineConfig(block_s=0.001, warmup_s=0.01), clock=clock)
+    call = fake_call(clock, [10_000_000] + [1_000] * 10)
+    assert engine.calibrate(call) == 1000
+
+
+def test_measure_spends_the_budget_and_keeps_raw_samples():
+    clock = FakeClock()
+    cfg = EngineConfig(budget_s=0.5, block_s=0.01, warmup_s=0.05)
+    engine = Engine(cfg, clock=clock)
+    call = constant_call(clock, 2_000)
+    start = clock.now
+    samples = engine.measure(call)
+    assert samples.calls_per_block == 5000
+    assert len(samples.values) == 50  # 0.5 s of 10 ms blocks
+    assert all(v == pytest.approx(2e-6) for v in samples.values)
+    measured = (clock.now - start) / 1e9
+    assert measured <= cfg.budget_s + cfg.warmup_s + 3 * cfg.block_s
+
+
+def test_measure_takes_min_blocks_for_slow_calls():
+    clock = FakeClock()
+    engine = Engine(EngineConfig(budget_s=0.1, min_blocks=5), clock=clock)
+    samples = engine.measure(constant_call(clock, 1_000_000_000))  # 1 s per call
+    assert samples.calls_per_block == 1
+    assert len(samples.values) == 5
+
+
+class BlockLog(Engine):
+    """An engine that logs which call each timed block ran."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.blocks = []
+
+    def time_block(self, call, k):
+        self.blocks.append(call.__name__)
+        return super().time_block(call, k)
+
+
+def test_interleave_pairs_rounds_in_abba_order():
+    clock = FakeClock()
+
+    def a():
+        clock.now += 1_000
+
+    def b():
+        clock.now += 1_100
+
+    engine = BlockLog(EngineConfig(budget_s=0.2, block_s=0.01, warmup_s=0.0), clock=clock)
+    ref, cand = engine.interleave([a, b])
+    assert len(ref.values) == len(cand.values) >= 5
+    assert [v / r for r, v in zip(ref.values, cand.values)] == pytest.approx(
+        [1.1] * len(ref.values)
+    )
+    timed = engine.blocks[-2 * len(ref.values) :]
+    assert "".join(timed[:8]) == "abbaabba"
+
+
+def test_interleave_many_arms_shuffles_with_seed():
+    clock = FakeClock()
+    engine = Engine(EngineConfig(budget_s=0.1, block_s=0.01, warmup_s=0.0), clock=clock)
+    out = engine.interleave([constant_call(clock, 1_000 * (i + 1)) for i in range(4)])
+    assert len({len(s.values) for s in out}) == 1
+    assert [s.values[0] for s in out] == pytest.approx([1e-6, 2e-6, 3e-6, 4e-6])
+    with pytest.raises(ValueError, match="at least two"):
+        engine.interleave([constant_call(clock, 1)])
+
+
+def test_smoke_runs_once():
+    clock = FakeClock()
+    call = constant_call(clock, 3_000)
+    samples = smoke(call, clock)
+    assert call.count["n"] == 1
+    assert samples.values == (3e-6,) and samples.calls_per_block == 1
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [({"budget_s": 0}, "budget"), ({"block_s": -1}, "block"), ({"min_blocks": 1}, "min_blocks")],
+)
+def test_engine_config_validation(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        EngineConfig(**kwargs)

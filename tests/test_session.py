@@ -1,0 +1,137 @@
+import numpy as np
+import onnx
+import onnxruntime as ort
+import onnxruntime.datasets
+import pytest
+
+from pytest_ortperf import models
+from pytest_ortperf.feeds import input_specs, make_feeds
+from pytest_ortperf.runapi import APIS, OrtBinding, make_call
+from pytest_ortperf.session import OrtSession, ProviderUnavailable, SessionSettings
+
+
+def test_model_from_path_bytes_and_proto(tmp_path):
+    proto = models.linear_regression()
+    path = tmp_path / "lr.onnx"
+    onnx.save(proto, str(path))
+    for model, label in (
+        (str(path), "lr.onnx"),
+        (path, "lr.onnx"),
+        (proto.SerializeToString(), "<bytes>"),
+        (proto, "linear_regression"),
+    ):
+        s = OrtSession.create(model)
+        assert s.label == label
+        assert s.input_names == ["X"]
+
+
+def test_missing_model_file_is_named(tmp_path):
+    with pytest.raises(FileNotFoundError, match=r"nope\.onnx"):
+        OrtSession.create(tmp_path / "nope.onnx")
+
+
+def test_invalid_model_bytes_name_the_model():
+    with pytest.raises(RuntimeError, match="could not load model <bytes>"):
+        OrtSession.create(b"not a model")
+
+
+def test_settings_reach_the_session():
+    s = OrtSession.create(
+        models.linear_regression(),
+        optimization="basic",
+        threads=2,
+        options={"session.x_custom": "1", "enable_mem_pattern": False},
+    )
+    so = s.sess.get_session_options()
+    assert so.intra_op_num_threads == 2
+    assert so.graph_optimization_level == ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+    assert so.get_session_config_entry("session.intra_op.allow_spinning") == "0"
+    assert so.get_session_config_entry("session.x_custom") == "1"
+    assert so.enable_mem_pattern is False
+    assert s.info().threads == 2 and s.info().optimization == "basic"
+
+
+def test_bad_optimization_level():
+    with pytest.raises(ValueError, match="optimization='max' is not one of disable, basic"):
+        SessionSettings(optimization="max")
+
+
+def test_unavailable_provider_names_it_and_the_available_ones():
+    with pytest.raises(
+        ProviderUnavailable, match=r"'NoSuchExecutionProvider'.*CPUExecutionProvider"
+    ):
+        OrtSession.create(models.linear_regression(), providers=["NoSuchExecutionProvider"])
+
+
+def test_optimized_graph_histogram_shows_fusion(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    fused = OrtSession.create(models.attention())
+    plain = OrtSession.create(models.attention(), optimization="disable")
+    assert fused.op_histogram()["FusedMatMul"] == 1
+    assert "Transpose" not in fused.op_histogram()
+    assert plain.op_histogram() == {"MatMul": 4, "Softmax": 1, "Transpose": 1}
+    assert list(tmp_path.iterdir()) == []  # the optimized model went to a temp dir
+
+
+def test_derive_keeps_model_and_merges_options():
+    s = OrtSession.create(models.linear_regression(), options={"enable_mem_pattern": False})
+    d = s.derive(optimization="disable", options={"session.y": "2"})
+    assert d.model_bytes is s.model_bytes
+    assert dict(d.settings.options) == {"enable_mem_pattern": False, "session.y": "2"}
+    assert d.settings.optimization == "disable" and s.settings.optimization == "all"
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_every_run_api_gives_the_same_outputs(api):
+    s = OrtSession.create(models.kmeans())
+    feeds = make_feeds(input_specs(s.sess), dims={"N": 5})
+    expected = s.run(feeds)
+    call, outputs = make_call(s, feeds, api)
+    call()
+    got = outputs()
+    assert len(got) == 2
+    for e, g in zip(expected, got):
+        np.testing.assert_array_equal(e, g)
+
+
+def test_unknown_api():
+    s = OrtSession.create(models.linear_regression())
+    with pytest.raises(ValueError, match="api='fast' is not one of run, run_c"):
+        make_call(s, make_feeds(input_specs(s.sess), dims={"N": 1}), "fast")
+
+
+def test_binding_preallocates_outputs_and_runs_in_place():
+    s = OrtSession.create(models.linear_regression())
+    feeds = make_feeds(input_specs(s.sess), dims={"N": 8})
+    b = OrtBinding(s, feeds)
+    assert b.bound_by_name == ()
+    before = b.binding.get_outputs()[0].data_ptr()
+    b.run()
+    assert b.binding.get_outputs()[0].data_ptr() == before  # no new allocation
+    np.testing.assert_allclose(b.outputs()[0], s.run(feeds)[0], rtol=1e-6)
+    new = {"X": feeds["X"] * 2}
+    b.copy_in(new)
+    b.run()
+    np.testing.assert_allclose(b.outputs()[0], s.run(new)[0], rtol=1e-6)
+
+
+def test_binding_falls_back_to_by_name_for_zipmap():
+    path = onnxruntime.datasets.get_example("logreg_iris.onnx")
+    s = OrtSession.create(path)
+    feeds = make_feeds(input_specs(s.sess))
+    b = OrtBinding(s, feeds)
+    assert b.bound_by_name == ("probabilities",)
+    assert "bound_by_name=['probabilities']" in repr(b)
+    b.run()
+    label, probs = b.outputs()
+    expected_label, expected_probs = s.run(feeds)
+    np.testing.assert_array_equal(label, expected_label)
+    assert probs == expected_probs
+
+
+def test_binding_rejects_missing_feeds_and_bad_device():
+    s = OrtSession.create(models.linear_regression())
+    with pytest.raises(ValueError, match=r"feeds lack input\(s\) \['X'\]"):
+        OrtBinding(s, {})
+    with pytest.raises(ValueError, match="needs a session with CUDAExecutionProvider"):
+        OrtBinding(s, make_feeds(input_specs(s.sess), dims={"N": 1}), device="cuda")

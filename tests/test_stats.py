@@ -1,0 +1,62 @@
+import math
+
+import numpy as np
+import pytest
+
+from pytest_ortperf.stats import median_ci, paired_ratio, quantile, ratio_of_blocks, summarize
+
+
+def test_summarize_matches_numpy():
+    rng = np.random.default_rng(1)
+    values = rng.lognormal(0, 0.3, 101)
+    s = summarize(values)
+    assert s.n == 101
+    assert s.median == pytest.approx(np.median(values))
+    assert s.mean == pytest.approx(values.mean())
+    assert s.std == pytest.approx(values.std(ddof=1))
+    assert s.p90 == pytest.approx(np.quantile(values, 0.9))
+    assert s.p99 == pytest.approx(np.quantile(values, 0.99))
+    q75, q25 = np.quantile(values, [0.75, 0.25])
+    assert s.iqr == pytest.approx(q75 - q25)
+    assert (s.min, s.max) == (values.min(), values.max())
+    assert all(type(v) in (int, float) for v in s.to_dict().values())
+
+
+def test_summarize_single_sample_and_empty():
+    s = summarize([2.5])
+    assert (s.n, s.median, s.std, s.iqr) == (1, 2.5, 0.0, 0.0)
+    with pytest.raises(ValueError, match="empty"):
+        summarize([])
+
+
+def test_quantile_bounds():
+    assert quantile([1.0, 2.0, 3.0], 0.0) == 1.0
+    assert quantile([1.0, 2.0, 3.0], 1.0) == 3.0
+    with pytest.raises(ValueError):
+        quantile([1.0], 1.5)
+
+
+def test_median_ci_coverage_is_at_least_nominal():
+    rng = np.random.default_rng(7)
+    covered = 0
+    trials = 2000
+    for _ in range(trials):
+        lo, hi = median_ci(rng.normal(0.0, 1.0, 25), 0.95)
+        covered += lo <= 0.0 <= hi
+    assert covered / trials >= 0.94
+
+
+def test_median_ci_small_samples_fall_back_to_range():
+    assert median_ci([3.0, 1.0, 2.0]) == (1.0, 3.0)
+
+
+def test_paired_ratio():
+    ratios = ratio_of_blocks([1.0, 2.0, 4.0, 1.0, 1.0, 2.0], [1.1, 2.2, 4.4, 1.1, 1.1, 2.2])
+    est = paired_ratio(ratios)
+    assert est.ratio == pytest.approx(1.1)
+    assert est.low == pytest.approx(1.1) and est.high == pytest.approx(1.1)
+    with pytest.raises(ValueError, match="differ in length"):
+        ratio_of_blocks([1.0], [1.0, 2.0])
+    with pytest.raises(ValueError, match="positive"):
+        ratio_of_blocks([0.0], [1.0])
+    assert math.isfinite(est.confidence)
