@@ -85,6 +85,12 @@ def pytest_report_header(config: pytest.Config) -> str | None:
     return f"ortperf: measuring, budget {settings.budget_s:g} s per measurement{note}"
 
 
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    config = session.config
+    if not hasattr(config, "workerinput"):
+        config.stash[STATE_KEY].save_to_store(config)
+
+
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
     state = config.stash.get(STATE_KEY, None)
     if state is None or not state.settings.enabled or not state.records:
@@ -94,6 +100,8 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     terminalreporter.section("ortperf")
     for line in summary_lines(state.records):
         terminalreporter.write_line(line)
+    for note in state.notes:
+        terminalreporter.write_line(f"ortperf: {note}", yellow="NOT" in note)
 
 
 @pytest.fixture

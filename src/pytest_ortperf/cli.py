@@ -1,0 +1,450 @@
+"""The ``ortperf`` command: browse, compare, export and prune the results store.
+
+Exit status: 0 success, 1 ``compare`` found a regression, 2 usage or store error.
+New subcommands register a ``_add_<name>(subparsers, common)`` function in ``COMMANDS``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import math
+import os
+import sys
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+EXIT_OK = 0
+EXIT_REGRESSED = 1
+EXIT_USAGE = 2
+
+STORE_ENV = "ORTPERF_STORE"
+KEY = ["test", "name", "kind", "api"]
+
+
+class UsageError(Exception):
+    """A problem with what the user asked for: one line on stderr, exit status 2."""
+
+
+# --------------------------------------------------------------------------------------------
+# Formatting
+
+
+def fmt_seconds(value: Any) -> str:
+    """A duration in seconds, 3 significant digits: 812 ns, 45.3 us, 1.00 ms, 2.01 s."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    x = float(value)
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6), ("ns", 1e-9)):
+        if abs(x) >= scale or unit == "ns":
+            return f"{x / scale:#.3g}".rstrip(".") + f" {unit}"
+    raise AssertionError("unreachable")
+
+
+def fmt_change(change: float | None) -> str:
+    if change is None or math.isnan(change):
+        return ""
+    return f"{change * 100:+.1f}%"
+
+
+def _fmt_ratio(row: Any) -> str:
+    ratio = row.get("ratio")
+    if ratio is None or (isinstance(ratio, float) and math.isnan(ratio)):
+        return "-"
+    return f"{ratio:.3f} [{row['low']:.3f}, {row['high']:.3f}]"
+
+
+def _fmt_when(ts: Any) -> str:
+    return datetime.fromtimestamp(ts.timestamp()).strftime("%Y-%m-%d %H:%M")
+
+
+def _fmt_commit(row: Any) -> str:
+    commit = row.get("commit")
+    if not isinstance(commit, str) or not commit:
+        return "-"
+    return commit[:8] + ("*" if row.get("dirty") is True else "")
+
+
+def _text(value: Any) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    return str(value)
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """Rows aligned under their headers (numbers and percentages right-aligned)."""
+    widths = [
+        max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)
+    ]
+
+    def line(cells: Sequence[str]) -> str:
+        out = []
+        for cell, width in zip(cells, widths, strict=True):
+            numeric = cell[:1].isdigit() or (cell[:1] in "+-" and cell[1:2].isdigit())
+            out.append(cell.rjust(width) if numeric else cell.ljust(width))
+        return "  ".join(out).rstrip()
+
+    return "\n".join([line(headers), line(["-" * w for w in widths]), *map(line, rows)])
+
+
+def _metric(row: Any) -> float:
+    """The value a change is judged on: the ratio of a comparison, else the median."""
+    return float(row["ratio"] if row["kind"] == "compare" else row["median"])
+
+
+# --------------------------------------------------------------------------------------------
+# Commands
+
+
+def _store(args: argparse.Namespace) -> str:
+    from .store import resolve_store
+
+    resolved = resolve_store(args.store, Path.cwd())
+    if resolved is None:
+        raise UsageError("--store none: storing is disabled, there is nothing to read")
+    return resolved
+
+
+def cmd_history(args: argparse.Namespace) -> int:
+    from .store import read_results
+
+    frame = read_results(_store(args), test=args.test, name=args.name)
+    if frame.empty:
+        print("no stored measurements match", file=sys.stderr)
+        return EXIT_OK
+    blocks = []
+    for key, group in frame.groupby(KEY, sort=False):
+        series = group.drop_duplicates("run_id", keep="last").tail(args.last)
+        blocks.append(_history_block(tuple(str(k) for k in key), series))
+    print("\n\n".join(blocks))
+    return EXIT_OK
+
+
+def _history_block(key: tuple[str, ...], series: pd.DataFrame) -> str:
+    test, name, kind, api = key
+    what = "ratio candidate/reference" if kind == "compare" else "median latency"
+    headers = ["run", "started", "commit", "machine", "ort", "median", "ratio [CI]", "change"]
+    rows = []
+    previous: float | None = None
+    for row in series.to_dict("records"):
+        value = _metric(row)
+        change = None if previous is None or previous == 0 else value / previous - 1.0
+        previous = value
+        rows.append(
+            [
+                str(row["run_id"]),
+                _fmt_when(row["started"]),
+                _fmt_commit(row),
+                _text(row["fingerprint"]),
+                _text(row["ort_version"]),
+                fmt_seconds(row["median"]),
+                _fmt_ratio(row),
+                fmt_change(change),
+            ]
+        )
+    title = f"{test}  [{name}]  {kind} via {api}: change of the {what}"
+    return title + "\n" + table(headers, rows)
+
+
+def cmd_runs(args: argparse.Namespace) -> int:
+    from .store import list_runs
+
+    frame = list_runs(_store(args))
+    if frame.empty:
+        print("the store holds no runs", file=sys.stderr)
+        return EXIT_OK
+    if args.last:
+        frame = frame.tail(args.last)
+    headers = ["run", "started", "took", "commit", "branch", "machine", "ort", "cpu", "results"]
+    rows = [
+        [
+            str(row["run_id"]),
+            _fmt_when(row["started"]),
+            fmt_seconds((row["finished"] - row["started"]).total_seconds()),
+            _fmt_commit(row),
+            _text(row["branch"]),
+            _text(row["fingerprint"]),
+            _text(row["ort_version"]),
+            _text(row["cpu_model"]),
+            str(row["measurements"]),
+        ]
+        for row in frame.to_dict("records")
+    ]
+    print(table(headers, rows))
+    return EXIT_OK
+
+
+def _verdict(a: Any, b: Any, threshold: float) -> tuple[str, float]:
+    change = _metric(b) / _metric(a) - 1.0 if _metric(a) else math.nan
+    if b["kind"] != "compare" and a["fingerprint"] != b["fingerprint"]:
+        return "not gated: other machine", change
+    if change > threshold:
+        return "REGRESSED", change
+    if change < -threshold:
+        return "improved", change
+    return "ok", change
+
+
+def _side(row: dict[str, Any], suffix: str) -> dict[str, Any]:
+    side = {k[: -len(suffix)]: v for k, v in row.items() if k.endswith(suffix)}
+    return side | {"kind": row["kind"]}
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from .store import read_results, resolve_run_id
+
+    store = _store(args)
+    run_a = resolve_run_id(store, args.run_a)
+    run_b = resolve_run_id(store, args.run_b)
+    a = read_results(store, run=run_a).drop_duplicates(KEY, keep="last")
+    b = read_results(store, run=run_b).drop_duplicates(KEY, keep="last")
+    merged = a.merge(b, on=KEY, how="outer", suffixes=("_a", "_b"), indicator=True)
+    headers = ["test", "name", "kind", f"median {run_a}", f"median {run_b}"]
+    headers += [f"ratio {run_a}", f"ratio {run_b}", "change", "verdict"]
+    rows, counts = [], {"REGRESSED": 0, "improved": 0, "ok": 0}
+    for record in merged.to_dict("records"):
+        row = {str(k): v for k, v in record.items()}
+        side_a = _side(row, "_a")
+        side_b = _side(row, "_b")
+        if row["_merge"] == "left_only":
+            verdict, change = f"only in run {run_a}", math.nan
+        elif row["_merge"] == "right_only":
+            verdict, change = f"only in run {run_b}", math.nan
+        else:
+            verdict, change = _verdict(side_a, side_b, args.threshold)
+            counts[verdict] = counts.get(verdict, 0) + 1
+        rows.append(
+            [
+                str(row["test"]),
+                str(row["name"]),
+                str(row["kind"]),
+                fmt_seconds(side_a["median"]),
+                fmt_seconds(side_b["median"]),
+                _fmt_ratio(side_a),
+                _fmt_ratio(side_b),
+                fmt_change(change),
+                verdict,
+            ]
+        )
+    print(table(headers, rows))
+    print(
+        f"\nrun {run_b} vs run {run_a}: {counts['REGRESSED']} regressed, "
+        f"{counts['improved']} improved, {counts['ok']} within {args.threshold:.1%} "
+        "(ratios for comparisons, medians for latencies on the same machine)"
+    )
+    return EXIT_REGRESSED if counts["REGRESSED"] else EXIT_OK
+
+
+def _flatten(frame: pd.DataFrame) -> pd.DataFrame:
+    """Nested values (dicts, lists, tuples) as JSON text, timestamps as ISO text."""
+    out = frame.copy()
+    for col in out.columns:
+        if out[col].dtype == object:
+            out[col] = [
+                json.dumps(v, sort_keys=True) if isinstance(v, (dict, list, tuple)) else v
+                for v in out[col]
+            ]
+    for col in ("started", "finished"):
+        if col in out.columns:
+            out[col] = [ts.isoformat() for ts in out[col]]
+    return out
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from .store import read_results
+
+    if args.format == "parquet":
+        if not any(importlib.util.find_spec(m) for m in ("pyarrow", "fastparquet")):
+            raise UsageError("parquet export needs pyarrow: pip install pyarrow")
+        if not args.output:
+            raise UsageError("parquet is binary: give a file with -o/--output")
+    frame = read_results(_store(args), test=args.test, name=args.name, samples=args.samples)
+    target = args.output
+    try:
+        if args.format == "csv":
+            text = _flatten(frame).to_csv(index=False)
+        elif args.format == "json":
+            text = frame.to_json(orient="records", date_format="iso", indent=1) or "[]"
+        else:
+            _flatten(frame).to_parquet(target, index=False)
+            text = None
+        if text is not None:
+            if target:
+                Path(target).write_text(text, encoding="utf-8")
+            else:
+                sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    except OSError as exc:
+        raise UsageError(f"cannot write {target}: {exc.strerror or exc}") from None
+    if target:
+        print(f"wrote {len(frame)} measurements to {target}", file=sys.stderr)
+    return EXIT_OK
+
+
+def cmd_prune(args: argparse.Namespace) -> int:
+    from .store import prune
+
+    n_runs, n_meas = prune(_store(args), args.keep)
+    print(f"removed {n_runs} runs ({n_meas} measurements); kept the newest {args.keep}")
+    return EXIT_OK
+
+
+# --------------------------------------------------------------------------------------------
+# Parser
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value
+
+
+def _fraction(text: str) -> float:
+    try:
+        value = float(text.rstrip("%")) / (100.0 if text.endswith("%") else 1.0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0.0 <= value < 10.0 or math.isnan(value):
+        raise argparse.ArgumentTypeError(f"threshold must be a fraction like 0.05, got {text}")
+    return value
+
+
+Subparsers = Any  # argparse's _SubParsersAction is private
+
+
+def _add_history(sub: Subparsers, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser(
+        "history",
+        parents=[common],
+        help="medians and ratios of stored measurements over runs",
+        description="Show how each measurement changed over runs, newest last: the median "
+        "latency, the candidate/reference ratio with its confidence interval for "
+        "comparisons, and the relative change from the previous run.",
+    )
+    p.add_argument("test", nargs="?", help="only tests whose node id contains this text")
+    p.add_argument("--name", help="only measurements with exactly this name")
+    p.add_argument(
+        "--last", type=_positive_int, default=10, metavar="K", help="last K runs (default 10)"
+    )
+    p.set_defaults(func=cmd_history)
+
+
+def _add_runs(sub: Subparsers, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser(
+        "runs",
+        parents=[common],
+        help="list stored runs with commit and machine",
+        description="List the stored runs, oldest first: id (for `ortperf compare`), start "
+        "time, git commit (* = uncommitted changes), machine fingerprint and ORT version.",
+    )
+    p.add_argument("--last", type=_positive_int, default=0, metavar="K", help="only the last K")
+    p.set_defaults(func=cmd_runs)
+
+
+def _add_compare(sub: Subparsers, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser(
+        "compare",
+        parents=[common],
+        help="compare two runs; exit 1 if anything regressed",
+        description="Compare run B with run A, measurement by measurement. Comparisons are "
+        "judged on their candidate/reference ratio, latencies on their median (only when "
+        "both runs are on the same machine). Exit status 1 when something got slower than "
+        "the threshold, 0 otherwise.",
+    )
+    p.add_argument("run_a", metavar="RUN_A", help="baseline run: an id, 'latest' or 'latest~N'")
+    p.add_argument("run_b", metavar="RUN_B", help="run to judge: an id, 'latest' or 'latest~N'")
+    p.add_argument(
+        "--threshold",
+        type=_fraction,
+        default=0.05,
+        help="relative slowdown that counts as a regression, e.g. 0.05 or 5%% (default 0.05)",
+    )
+    p.set_defaults(func=cmd_compare)
+
+
+def _add_export(sub: Subparsers, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser(
+        "export",
+        parents=[common],
+        help="write all stored measurements as CSV, JSON or Parquet",
+        description="Export one row per measurement with its run and environment columns.",
+    )
+    p.add_argument("--format", choices=["csv", "json", "parquet"], default="csv")
+    p.add_argument("-o", "--output", metavar="FILE", help="file to write (default: stdout)")
+    p.add_argument("--test", help="only tests whose node id contains this text")
+    p.add_argument("--name", help="only measurements with exactly this name")
+    p.add_argument("--samples", action="store_true", help="include the raw timing samples")
+    p.set_defaults(func=cmd_export)
+
+
+def _add_prune(sub: Subparsers, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser(
+        "prune",
+        parents=[common],
+        help="delete old runs, keeping the newest K",
+        description="Delete all runs but the newest K, with their measurements and profiles.",
+    )
+    p.add_argument("--keep", type=_positive_int, required=True, metavar="K")
+    p.set_defaults(func=cmd_prune)
+
+
+COMMANDS: list[Callable[[Subparsers, argparse.ArgumentParser], None]] = [
+    _add_history,
+    _add_runs,
+    _add_compare,
+    _add_export,
+    _add_prune,
+]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``ortperf`` parser; each command sets ``func`` to its handler."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--store",
+        default=os.environ.get(STORE_ENV),
+        metavar="PATH_OR_URL",
+        help="results store: a file or SQLAlchemy URL (default: $ORTPERF_STORE or "
+        ".ortperf/results.sqlite in the current directory)",
+    )
+    parser = argparse.ArgumentParser(
+        prog="ortperf",
+        description="Browse the performance results that `pytest --ortperf` stored.",
+        epilog="Run `ortperf COMMAND --help` for the options of a command.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for add in COMMANDS:
+        add(sub, common)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``ortperf`` command; returns the exit status."""
+    from .store import StoreError
+
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help (0) and usage errors (2)
+        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+    handler: Callable[[argparse.Namespace], int] = args.func
+    try:
+        return handler(args)
+    except (StoreError, UsageError, ValueError) as exc:
+        print(f"ortperf: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except BrokenPipeError:  # `ortperf export | head`
+        return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,821 @@
+"""Results store: every ``--ortperf`` run, its environment and measurements, in SQL.
+
+SQLAlchemy Core only, so the default SQLite file and a PostgreSQL URL share the code. One
+transaction per run; SQLite runs in WAL mode with a busy timeout and ``BEGIN IMMEDIATE`` so
+that concurrent writers (parallel CI jobs, several pytest processes) queue instead of failing.
+
+Schema versions start at 1; ``MIGRATIONS[n]`` upgrades a store from version n to n + 1.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import sqlite3
+import zlib
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import sqlalchemy as sa
+from sqlalchemy import event
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
+from sqlalchemy.pool import NullPool
+
+from .results import Comparison, LatencyResult, OutputDiff, Record, SessionInfo
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+DEFAULT_STORE = ".ortperf/results.sqlite"
+"""Store used when none is configured, relative to the rootdir (or the current directory)."""
+
+SCHEMA_VERSION = 1
+BUSY_TIMEOUT_MS = 30_000
+
+StorePath = str | os.PathLike[str]
+
+
+class StoreError(Exception):
+    """The store cannot be opened, read or written; the message names the store."""
+
+
+# --------------------------------------------------------------------------------------------
+# Schema
+
+metadata = sa.MetaData()
+
+schema_version = sa.Table(
+    "schema_version",
+    metadata,
+    sa.Column("version", sa.Integer, primary_key=True, autoincrement=False),
+)
+
+environments = sa.Table(
+    "environments",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("digest", sa.String(64), nullable=False, unique=True),
+    sa.Column("fingerprint", sa.String(64)),
+    sa.Column("ort_version", sa.String(64)),
+    sa.Column("providers", sa.JSON),
+    sa.Column("onnx_version", sa.String(64)),
+    sa.Column("numpy_version", sa.String(64)),
+    sa.Column("python_version", sa.String(64)),
+    sa.Column("os", sa.String(255)),
+    sa.Column("cpu_model", sa.String(255)),
+    sa.Column("cores", sa.Integer),
+    sa.Column("memory", sa.BigInteger),
+    sa.Column("extra", sa.JSON),
+)
+
+runs = sa.Table(
+    "runs",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("started", sa.Float, nullable=False),
+    sa.Column("finished", sa.Float, nullable=False),
+    sa.Column("commit", sa.String(64)),
+    sa.Column("branch", sa.String(255)),
+    sa.Column("dirty", sa.Boolean),
+    sa.Column("command_line", sa.Text),
+    sa.Column("environment_id", sa.Integer, sa.ForeignKey("environments.id")),
+    sa.Column("extra", sa.JSON),
+    sa.Index("ix_runs_started", "started"),
+)
+
+measurements = sa.Table(
+    "measurements",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("run_id", sa.Integer, sa.ForeignKey("runs.id"), nullable=False),
+    sa.Column("test", sa.Text, nullable=False),
+    sa.Column("name", sa.Text, nullable=False),
+    sa.Column("kind", sa.String(32), nullable=False),
+    sa.Column("api", sa.String(64)),
+    sa.Column("measured", sa.Boolean),
+    sa.Column("calls_per_block", sa.Integer),
+    sa.Column("session", sa.JSON),
+    sa.Column("n", sa.Integer),
+    sa.Column("median", sa.Float),
+    sa.Column("mean", sa.Float),
+    sa.Column("std", sa.Float),
+    sa.Column("min", sa.Float),
+    sa.Column("max", sa.Float),
+    sa.Column("p90", sa.Float),
+    sa.Column("p99", sa.Float),
+    sa.Column("iqr", sa.Float),
+    sa.Column("ratio", sa.Float),
+    sa.Column("low", sa.Float),
+    sa.Column("high", sa.Float),
+    sa.Column("confidence", sa.Float),
+    sa.Column("ref_median", sa.Float),
+    sa.Column("samples", sa.LargeBinary),
+    sa.Column("ref_samples", sa.LargeBinary),
+    sa.Column("extra", sa.JSON),
+    sa.Index("ix_measurements_run", "run_id"),
+    sa.Index("ix_measurements_test", "test"),
+    sa.Index("ix_measurements_name", "name"),
+)
+
+profile_ops = sa.Table(
+    "profile_ops",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("measurement_id", sa.Integer, sa.ForeignKey("measurements.id"), nullable=False),
+    sa.Column("op_type", sa.String(255), nullable=False),
+    sa.Column("total_us", sa.Float),
+    sa.Column("count", sa.Integer),
+    sa.Column("share", sa.Float),
+    sa.Index("ix_profile_ops_measurement", "measurement_id"),
+)
+
+Migration = Callable[[Connection], None]
+MIGRATIONS: dict[int, Migration] = {}
+"""``MIGRATIONS[n]`` upgrades a version-n store to version n + 1 inside the open transaction."""
+
+
+# --------------------------------------------------------------------------------------------
+# Locating and opening a store
+
+
+def resolve_store(value: str | None, rootdir: Path) -> str | None:
+    """Where results go: a file path or SQLAlchemy URL, or None when storing is disabled.
+
+    None or "" -> ``DEFAULT_STORE`` under rootdir; "none" -> disabled; a URL (``sqlite:///``,
+    ``postgresql://``...) is passed through; any other path is taken relative to rootdir.
+    """
+    if value is None or not value.strip():
+        return str(Path(rootdir) / DEFAULT_STORE)
+    text = value.strip()
+    if text.lower() == "none":
+        return None
+    if "://" in text:
+        return text
+    path = Path(text).expanduser()
+    return str(path if path.is_absolute() else Path(rootdir) / path)
+
+
+def _url(store: StorePath) -> sa.URL:
+    text = os.fspath(store)
+    if "://" in text:
+        try:
+            return sa.make_url(text)
+        except SQLAlchemyError as exc:
+            raise StoreError(f"{text}: not a valid store path or URL ({exc})") from None
+    return sa.URL.create("sqlite", database=str(Path(text).expanduser().absolute()))
+
+
+def _sqlite_file(url: sa.URL) -> Path | None:
+    """The database file of an SQLite URL (None for other backends and in-memory)."""
+    if url.get_backend_name() != "sqlite" or url.database in (None, "", ":memory:"):
+        return None
+    return Path(str(url.database))
+
+
+def _label(url: sa.URL) -> str:
+    path = _sqlite_file(url)
+    return str(path) if path is not None else url.render_as_string(hide_password=True)
+
+
+def _explain(exc: BaseException) -> str:
+    orig = getattr(exc, "orig", None) or exc
+    text = str(orig).strip() or type(orig).__name__
+    lowered = text.lower()
+    if "file is not a database" in lowered or "malformed" in lowered:
+        return f"not a readable SQLite database, corrupt or another kind of file ({text})"
+    if "unable to open database file" in lowered:
+        return f"cannot open the database file: missing directory or no permission ({text})"
+    if "readonly" in lowered or "read-only" in lowered:
+        return f"cannot write: the store is read-only ({text})"
+    if "locked" in lowered or "busy" in lowered:
+        return f"locked by another process for more than {BUSY_TIMEOUT_MS // 1000} s ({text})"
+    return text
+
+
+def _engine(url: sa.URL, *, write: bool) -> Engine:
+    if url.get_backend_name() != "sqlite":
+        return sa.create_engine(url)
+    engine = sa.create_engine(url, poolclass=NullPool)
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+        dbapi_conn.isolation_level = None  # SQLAlchemy's begin event issues BEGIN
+        cursor = dbapi_conn.cursor()
+        try:
+            cursor.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            if write:
+                cursor.execute("PRAGMA journal_mode = WAL")
+            cursor.execute("PRAGMA foreign_keys = ON")
+        finally:
+            cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Connection) -> None:
+        # IMMEDIATE takes the write lock up front: writers wait on busy_timeout in turn.
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+
+    return engine
+
+
+@contextlib.contextmanager
+def _transaction(store: StorePath, *, write: bool) -> Iterator[Connection]:
+    """One connection in one transaction; errors become StoreError naming the store."""
+    url = _url(store)
+    label = _label(url)
+    path = _sqlite_file(url)
+    if path is not None:
+        if write:
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise StoreError(f"{label}: cannot create its directory ({exc})") from None
+        elif not path.is_file():
+            raise StoreError(f"{label}: no results store here (run `pytest --ortperf` first)")
+    try:
+        engine = _engine(url, write=write)
+    except (SQLAlchemyError, ImportError) as exc:
+        raise StoreError(f"{label}: cannot open ({exc})") from None
+    try:
+        with engine.begin() as conn:
+            _check_schema(conn, label, create=write)
+            yield conn
+    except StoreError:
+        raise
+    except (SQLAlchemyError, sqlite3.Error, OSError) as exc:
+        raise StoreError(f"{label}: {_explain(exc)}") from exc
+    finally:
+        engine.dispose()
+
+
+def _check_schema(conn: Connection, label: str, *, create: bool) -> None:
+    """Create a new store, or check the version of an existing one and migrate it."""
+    tables = set(sa.inspect(conn).get_table_names())
+    if schema_version.name not in tables:
+        if tables & {"runs", "measurements"}:
+            raise StoreError(f"{label}: not a pytest-ortperf store (no schema_version table)")
+        if not create:
+            raise StoreError(f"{label}: empty store, no pytest-ortperf results in it")
+        metadata.create_all(conn)
+        conn.execute(schema_version.insert(), {"version": SCHEMA_VERSION})
+        return
+    version = conn.execute(sa.select(sa.func.max(schema_version.c.version))).scalar()
+    if version is None:
+        raise StoreError(f"{label}: schema version missing (damaged store)")
+    if version > SCHEMA_VERSION:
+        raise StoreError(
+            f"{label}: written by a newer pytest-ortperf: schema {version} > {SCHEMA_VERSION};"
+            " upgrade pytest-ortperf to use it"
+        )
+    if version < SCHEMA_VERSION:
+        _migrate(conn, label, int(version))
+
+
+def _migrate(conn: Connection, label: str, version: int) -> None:
+    while version < SCHEMA_VERSION:
+        step = MIGRATIONS.get(version)
+        if step is None:
+            raise StoreError(f"{label}: no migration from schema {version}")
+        step(conn)
+        version += 1
+    conn.execute(schema_version.delete())
+    conn.execute(schema_version.insert(), {"version": version})
+
+
+# --------------------------------------------------------------------------------------------
+# Records -> rows
+
+
+def encode_samples(samples: Sequence[float]) -> bytes:
+    """Samples as zlib-compressed little-endian float64."""
+    return zlib.compress(np.asarray(samples, dtype="<f8").tobytes(), 1)
+
+
+def decode_samples(blob: bytes | None) -> tuple[float, ...]:
+    """Inverse of ``encode_samples`` (an empty tuple for None)."""
+    if blob is None:
+        return ()
+    return tuple(np.frombuffer(zlib.decompress(blob), dtype="<f8").tolist())
+
+
+def _summary_columns(result: LatencyResult) -> dict[str, Any]:
+    return result.summary.to_dict()
+
+
+def _arm(result: LatencyResult) -> dict[str, Any]:
+    """What a latency result is besides its samples and summary."""
+    return {
+        "test": result.test,
+        "name": result.name,
+        "api": result.api,
+        "calls_per_block": result.calls_per_block,
+        "measured": result.measured,
+        "session": None if result.session is None else result.session.to_dict(),
+    }
+
+
+def _measurement_row(run_id: int, record: Record) -> dict[str, Any]:
+    row: dict[str, Any] = {
+        "run_id": run_id,
+        "test": record.test,
+        "name": record.name,
+        "kind": record.kind,
+        "api": record.api,
+        "measured": record.measured,
+        "ratio": None,
+        "low": None,
+        "high": None,
+        "confidence": None,
+        "ref_median": None,
+        "ref_samples": None,
+    }
+    if isinstance(record, LatencyResult):
+        row.update(_summary_columns(record))
+        row.update(
+            calls_per_block=record.calls_per_block,
+            session=_arm(record)["session"],
+            samples=encode_samples(record.samples),
+            extra={},
+        )
+    elif isinstance(record, Comparison):
+        cand, ref = record.candidate, record.reference
+        row.update(_summary_columns(cand))
+        row.update(
+            calls_per_block=cand.calls_per_block,
+            session=_arm(cand)["session"],
+            ratio=record.ratio,
+            low=record.low,
+            high=record.high,
+            confidence=record.confidence,
+            ref_median=ref.median,
+            samples=encode_samples(cand.samples),
+            ref_samples=encode_samples(ref.samples),
+            extra={
+                "candidate": _arm(cand),
+                "reference": _arm(ref),
+                "block_ratios": list(record.block_ratios),
+                "output_diffs": [d.to_dict() for d in record.output_diffs],
+            },
+        )
+    else:  # a future record kind: keep what it says about itself
+        data = dict(record.to_dict())
+        for key in ("kind", "test", "name", "api", "measured"):
+            data.pop(key, None)
+        row.update(extra=data, session=None, samples=None, calls_per_block=None)
+    return row
+
+
+def _environment_row(env: Mapping[str, Any]) -> dict[str, Any]:
+    from .env import machine_fingerprint
+
+    known = {
+        "ort_version": env.get("ort_version"),
+        "providers": list(env.get("providers") or []),
+        "onnx_version": env.get("onnx_version"),
+        "numpy_version": env.get("numpy_version"),
+        "python_version": env.get("python_version"),
+        "os": env.get("os"),
+        "cpu_model": env.get("cpu_model"),
+        "cores": env.get("logical_cores", env.get("cores")),
+        "memory": env.get("memory_bytes", env.get("memory")),
+    }
+    skip = {*known, "logical_cores", "memory_bytes", "fingerprint"}
+    extra = {k: v for k, v in env.items() if k not in skip}
+    row = {
+        **known,
+        "fingerprint": env.get("fingerprint") or machine_fingerprint(env),
+        "extra": extra,
+    }
+    blob = json.dumps(row, sort_keys=True, default=str).encode()
+    row["digest"] = hashlib.sha256(blob).hexdigest()
+    return row
+
+
+def _inserted_id(result: sa.CursorResult[Any]) -> int:
+    key = result.inserted_primary_key
+    if key is None or key[0] is None:
+        raise StoreError("the database returned no id for an inserted row")
+    return int(key[0])
+
+
+def _environment_id(conn: Connection, env: Mapping[str, Any]) -> int:
+    row = _environment_row(env)
+    query = sa.select(environments.c.id).where(environments.c.digest == row["digest"])
+    found = conn.execute(query).scalar()
+    if found is not None:
+        return int(found)
+    try:
+        with conn.begin_nested():
+            return _inserted_id(conn.execute(environments.insert(), row))
+    except IntegrityError:  # inserted concurrently (servers without a global write lock)
+        return int(conn.execute(query).scalar_one())
+
+
+def _profile_rows(measurement_id: int, profile: Any) -> list[dict[str, Any]]:
+    """Rows of a per-op profile summary: a DataFrame or a list of mappings with ``op_type``,
+    ``total_us``, optional ``count`` and ``share`` (computed from ``total_us`` when absent)."""
+    if hasattr(profile, "to_dict") and hasattr(profile, "columns"):
+        if "op_type" not in profile.columns and profile.index.name == "op_type":
+            profile = profile.reset_index()
+        items = profile.to_dict("records")
+    else:
+        items = list(profile)
+    total = sum(float(item["total_us"]) for item in items) or 1.0
+    rows = []
+    for item in items:
+        total_us = float(item["total_us"])
+        share = item.get("share")
+        rows.append(
+            {
+                "measurement_id": measurement_id,
+                "op_type": str(item["op_type"]),
+                "total_us": total_us,
+                "count": None if item.get("count") is None else int(item["count"]),
+                "share": total_us / total if share is None else float(share),
+            }
+        )
+    return rows
+
+
+def _insert_profiles(
+    conn: Connection, run_id: int, profiles: Mapping[tuple[str, str], Any]
+) -> None:
+    query = (
+        sa.select(measurements.c.id, measurements.c.test, measurements.c.name)
+        .where(measurements.c.run_id == run_id)
+        .order_by(measurements.c.id)
+    )
+    ids: dict[tuple[str, str], int] = {}
+    for mid, test, name in conn.execute(query):
+        ids.setdefault((test, name), int(mid))
+    rows: list[dict[str, Any]] = []
+    for key, profile in profiles.items():
+        if key in ids:  # a profile without a measurement of the same (test, name) is dropped
+            rows.extend(_profile_rows(ids[key], profile))
+    if rows:
+        conn.execute(profile_ops.insert(), rows)
+
+
+# --------------------------------------------------------------------------------------------
+# Public API: writing
+
+
+def save_run(
+    store: StorePath,
+    *,
+    started: float,
+    finished: float,
+    command_line: str,
+    git: Mapping[str, Any],
+    environment: Mapping[str, Any],
+    records: Sequence[Record],
+    profiles: Mapping[tuple[str, str], Any] | None = None,
+) -> int:
+    """Store one run and its records in one transaction; returns the new run id.
+
+    ``started``/``finished`` are epoch seconds; ``git`` is ``env.git_info()``; ``environment``
+    is ``env.collect_environment()``; ``profiles`` maps (test id, name) to a per-op summary.
+    Raises StoreError (nothing of this run stored) when the store cannot be written.
+    """
+    with _transaction(store, write=True) as conn:
+        env_id = _environment_id(conn, environment)
+        run_row: dict[str, Any] = {
+            "started": float(started),
+            "finished": float(finished),
+            "commit": git.get("commit"),
+            "branch": git.get("branch"),
+            "dirty": git.get("dirty"),
+            "command_line": command_line,
+            "environment_id": env_id,
+            "extra": {},
+        }
+        run_id = _inserted_id(conn.execute(runs.insert(), run_row))
+        try:
+            rows = [_measurement_row(run_id, record) for record in records]
+        except (AttributeError, TypeError, ValueError, KeyError) as exc:
+            raise StoreError(f"{_label(_url(store))}: cannot store a record ({exc!r})") from exc
+        if rows:
+            conn.execute(measurements.insert(), rows)
+        if profiles:
+            try:
+                _insert_profiles(conn, run_id, profiles)
+            except (AttributeError, TypeError, ValueError, KeyError) as exc:
+                msg = f"{_label(_url(store))}: cannot store a profile ({exc!r})"
+                raise StoreError(msg) from exc
+    return run_id
+
+
+def prune(store: StorePath, keep: int) -> tuple[int, int]:
+    """Delete all but the newest ``keep`` runs; returns (runs, measurements) removed."""
+    if keep < 0:
+        raise ValueError(f"keep must be >= 0, got {keep}")
+    with _transaction(store, write=True) as conn:
+        kept = (
+            sa.select(runs.c.id)
+            .order_by(runs.c.started.desc(), runs.c.id.desc())
+            .limit(keep)
+            .scalar_subquery()
+        )
+        doomed = sa.select(runs.c.id).where(runs.c.id.not_in(kept))
+        doomed_m = sa.select(measurements.c.id).where(measurements.c.run_id.in_(doomed))
+        conn.execute(profile_ops.delete().where(profile_ops.c.measurement_id.in_(doomed_m)))
+        n_meas = conn.execute(measurements.delete().where(measurements.c.run_id.in_(doomed)))
+        n_runs = conn.execute(runs.delete().where(runs.c.id.not_in(kept)))
+        used = sa.select(runs.c.environment_id).where(runs.c.environment_id.is_not(None))
+        conn.execute(environments.delete().where(environments.c.id.not_in(used)))
+        return int(n_runs.rowcount), int(n_meas.rowcount)
+
+
+# --------------------------------------------------------------------------------------------
+# Public API: reading
+
+_JSON_COLUMNS = ("providers", "session", "extra")
+
+
+def _json_text(column: sa.ColumnElement[Any]) -> sa.ColumnElement[Any]:
+    """A JSON column fetched as text: ``_frame`` decodes it once per distinct value."""
+    return sa.type_coerce(column, sa.Text).label(column.key)
+
+
+def _decode_json(values: Sequence[Any]) -> list[Any]:
+    memo: dict[str, Any] = {}
+    out = []
+    for value in values:
+        if isinstance(value, str):  # drivers that decode JSON themselves hand over objects
+            if value not in memo:
+                memo[value] = json.loads(value)
+            value = memo[value]
+        out.append(value)
+    return out
+
+
+_RUN_COLUMNS = [
+    runs.c.id.label("run_id"),
+    runs.c.started,
+    runs.c.finished,
+    runs.c.commit,
+    runs.c.branch,
+    runs.c.dirty,
+    runs.c.command_line,
+]
+_ENV_COLUMNS = [
+    environments.c.fingerprint,
+    environments.c.ort_version,
+    _json_text(environments.c.providers),
+    environments.c.onnx_version,
+    environments.c.numpy_version,
+    environments.c.python_version,
+    environments.c.os,
+    environments.c.cpu_model,
+    environments.c.cores,
+    environments.c.memory,
+]
+_MEASUREMENT_COLUMNS = [
+    measurements.c.id.label("measurement_id"),
+    *(
+        measurements.c[name]
+        for name in [
+            "test",
+            "name",
+            "kind",
+            "api",
+            "measured",
+            "calls_per_block",
+            "n",
+            "median",
+            "mean",
+            "std",
+            "min",
+            "max",
+            "p90",
+            "p99",
+            "iqr",
+            "ratio",
+            "low",
+            "high",
+            "confidence",
+            "ref_median",
+        ]
+    ),
+    _json_text(measurements.c.session),
+    _json_text(measurements.c.extra),
+]
+
+
+def _default(store: StorePath | None) -> StorePath:
+    return DEFAULT_STORE if store is None else store
+
+
+def _since_clause(since: datetime | str | int | float) -> sa.ColumnElement[bool]:
+    if isinstance(since, bool):
+        raise TypeError("since must be a datetime, an ISO date string or a run id")
+    if isinstance(since, int) or (isinstance(since, str) and since.strip().isdigit()):
+        return runs.c.id >= int(since)
+    if isinstance(since, str):
+        try:
+            since = datetime.fromisoformat(since.strip())
+        except ValueError:
+            raise ValueError(f"since: not an ISO date/time or run id: {since!r}") from None
+    if isinstance(since, datetime):
+        return runs.c.started >= since.timestamp()
+    return runs.c.started >= float(since)
+
+
+def _frame(rows: Sequence[Any], columns: Sequence[str]) -> pd.DataFrame:
+    import pandas as pd
+
+    data = list(zip(*rows, strict=True)) if rows else [() for _ in columns]
+    frame = pd.DataFrame(
+        {
+            col: _decode_json(values) if col in _JSON_COLUMNS else list(values)
+            for col, values in zip(columns, data, strict=True)
+        },
+        columns=list(columns),
+    )
+    for col in ("started", "finished"):
+        if col in frame.columns:
+            frame[col] = pd.to_datetime(frame[col], unit="s", utc=True)
+    return frame
+
+
+def read_results(
+    store: StorePath | None = None,
+    *,
+    test: str | None = None,
+    name: str | None = None,
+    since: datetime | str | int | None = None,
+    run: int | None = None,
+    samples: bool = False,
+) -> pd.DataFrame:
+    """One row per stored measurement, with its run and environment columns, oldest first.
+
+    ``store=None`` reads ``DEFAULT_STORE`` in the current directory. ``test`` matches any
+    part of the node id; ``name`` matches exactly; ``since`` is a datetime, an ISO string or
+    a run id (that run and later ones); ``run`` selects one run id. ``samples=True`` adds
+    ``samples``/``ref_samples`` tuples. ``started``/``finished`` are UTC timestamps.
+    """
+    columns: list[Any] = [*_RUN_COLUMNS, *_ENV_COLUMNS, *_MEASUREMENT_COLUMNS]
+    if samples:
+        columns += [measurements.c.samples, measurements.c.ref_samples]
+    query = (
+        sa.select(*columns)
+        .select_from(
+            measurements.join(runs, measurements.c.run_id == runs.c.id).outerjoin(
+                environments, runs.c.environment_id == environments.c.id
+            )
+        )
+        .order_by(runs.c.started, runs.c.id, measurements.c.id)
+    )
+    if test:
+        query = query.where(measurements.c.test.contains(test, autoescape=True))
+    if name is not None:
+        query = query.where(measurements.c.name == name)
+    if since is not None:
+        query = query.where(_since_clause(since))
+    if run is not None:
+        query = query.where(runs.c.id == run)
+    with _transaction(_default(store), write=False) as conn:
+        result = conn.execute(query)
+        keys = list(result.keys())
+        rows = result.all()
+    frame = _frame(rows, keys)
+    if samples:
+        frame["samples"] = [decode_samples(b) for b in frame["samples"]]
+        frame["ref_samples"] = [decode_samples(b) for b in frame["ref_samples"]]
+    return frame
+
+
+def list_runs(store: StorePath | None = None) -> pd.DataFrame:
+    """One row per run, oldest first: ids, times, git state, machine and measurement count."""
+    count = (
+        sa.select(measurements.c.run_id, sa.func.count().label("measurements"))
+        .group_by(measurements.c.run_id)
+        .subquery()
+    )
+    query = (
+        sa.select(
+            *_RUN_COLUMNS,
+            environments.c.fingerprint,
+            environments.c.ort_version,
+            environments.c.cpu_model,
+            sa.func.coalesce(count.c.measurements, 0).label("measurements"),
+        )
+        .select_from(
+            runs.outerjoin(environments, runs.c.environment_id == environments.c.id).outerjoin(
+                count, count.c.run_id == runs.c.id
+            )
+        )
+        .order_by(runs.c.started, runs.c.id)
+    )
+    with _transaction(_default(store), write=False) as conn:
+        result = conn.execute(query)
+        keys = list(result.keys())
+        rows = result.all()
+    return _frame(rows, keys)
+
+
+def resolve_run_id(store: StorePath | None, spec: str | int) -> int:
+    """A run id from ``spec``: an id, ``latest``, or ``latest~N`` (N runs before the latest)."""
+    text = str(spec).strip()
+    label = _label(_url(_default(store)))
+    with _transaction(_default(store), write=False) as conn:
+        if text.isdigit():
+            found = conn.execute(sa.select(runs.c.id).where(runs.c.id == int(text))).scalar()
+            if found is None:
+                raise StoreError(f"{label}: no run with id {text} (see `ortperf runs`)")
+            return int(found)
+        back = 0
+        if text == "latest" or text.startswith("latest~"):
+            rest = text[len("latest~") :] if "~" in text else "0"
+            if not rest.isdigit():
+                raise StoreError(f"bad run {text!r}: use an id, 'latest' or 'latest~N'")
+            back = int(rest)
+        else:
+            raise StoreError(f"bad run {text!r}: use an id, 'latest' or 'latest~N'")
+        query = (
+            sa.select(runs.c.id)
+            .order_by(runs.c.started.desc(), runs.c.id.desc())
+            .offset(back)
+            .limit(1)
+        )
+        found = conn.execute(query).scalar()
+        if found is None:
+            raise StoreError(f"{label}: no run {text!r} (the store has fewer runs)")
+        return int(found)
+
+
+def read_profiles(store: StorePath | None = None, *, run_id: int | None = None) -> pd.DataFrame:
+    """Stored per-op profile summaries: run_id, test, name, op_type, total_us, count, share."""
+    query = (
+        sa.select(
+            measurements.c.run_id,
+            measurements.c.test,
+            measurements.c.name,
+            profile_ops.c.op_type,
+            profile_ops.c.total_us,
+            profile_ops.c.count,
+            profile_ops.c.share,
+        )
+        .select_from(
+            profile_ops.join(measurements, profile_ops.c.measurement_id == measurements.c.id)
+        )
+        .order_by(measurements.c.run_id, measurements.c.id, profile_ops.c.total_us.desc())
+    )
+    if run_id is not None:
+        query = query.where(measurements.c.run_id == run_id)
+    with _transaction(_default(store), write=False) as conn:
+        result = conn.execute(query)
+        keys = list(result.keys())
+        rows = result.all()
+    return _frame(rows, keys)
+
+
+def _latency_from(arm: Mapping[str, Any], samples: tuple[float, ...]) -> LatencyResult:
+    session = arm.get("session")
+    return LatencyResult(
+        test=str(arm["test"]),
+        name=str(arm["name"]),
+        api=str(arm["api"]),
+        samples=samples,
+        calls_per_block=int(arm["calls_per_block"]),
+        measured=bool(arm["measured"]),
+        session=None if session is None else SessionInfo.from_dict(session),
+    )
+
+
+def load_records(store: StorePath | None, run_id: int) -> list[Record]:
+    """The latency and comparison records of one run, rebuilt as ``results`` objects."""
+    query = (
+        sa.select(measurements).where(measurements.c.run_id == run_id).order_by(measurements.c.id)
+    )
+    with _transaction(_default(store), write=False) as conn:
+        rows = conn.execute(query).mappings().all()
+    out: list[Record] = []
+    for row in rows:
+        if row["kind"] == LatencyResult.kind:
+            arm = {**row, "session": row["session"]}
+            out.append(_latency_from(arm, decode_samples(row["samples"])))
+        elif row["kind"] == Comparison.kind:
+            extra = row["extra"]
+            out.append(
+                Comparison(
+                    test=row["test"],
+                    name=row["name"],
+                    api=row["api"],
+                    reference=_latency_from(extra["reference"], decode_samples(row["ref_samples"])),
+                    candidate=_latency_from(extra["candidate"], decode_samples(row["samples"])),
+                    block_ratios=tuple(float(x) for x in extra["block_ratios"]),
+                    ratio=float(row["ratio"]),
+                    low=float(row["low"]),
+                    high=float(row["high"]),
+                    confidence=float(row["confidence"]),
+                    measured=bool(row["measured"]),
+                    output_diffs=tuple(OutputDiff.from_dict(d) for d in extra["output_diffs"]),
+                )
+            )
+    return out

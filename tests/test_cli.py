@@ -1,0 +1,246 @@
+"""The ``ortperf`` command on a real SQLite store, with records built from injected samples."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from ortperf_store_factories import OTHER_ENV, comparison, latency, save
+
+from pytest_ortperf.cli import fmt_seconds, main
+
+T0 = 1_700_000_000.0
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    """Two runs: B's comparison ratio is 20% worse than A's, its latency unchanged."""
+    path = tmp_path / "results.sqlite"
+    save(path, [latency("tests/test_m.py::test_lat"), comparison("tests/test_m.py::test_cmp")])
+    save(
+        path,
+        [latency("tests/test_m.py::test_lat"), comparison("tests/test_m.py::test_cmp", ratio=0.96)],
+        started=T0 + 60,
+    )
+    return path
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_fmt_seconds() -> None:
+    assert fmt_seconds(1.5) == "1.50 s"
+    assert fmt_seconds(0.0) == "0.00 ns"
+    assert fmt_seconds(0.00125) == "1.25 ms"
+    assert fmt_seconds(4.53e-5) == "45.3 us"
+    assert fmt_seconds(8.12e-7) == "812 ns"
+    assert fmt_seconds(float("nan")) == "-"
+
+
+def test_help_and_usage(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "--help")
+    assert code == 0
+    for command in ("history", "runs", "compare", "export", "prune"):
+        assert command in out
+    code, _, err = run(capsys)
+    assert code == 2
+    assert "COMMAND" in err
+    code, _, err = run(capsys, "compare", "1")
+    assert code == 2
+    code, out, _ = run(capsys, "compare", "--help")
+    assert code == 0
+    assert "--threshold" in out
+    assert "--store" in out
+
+
+def test_runs(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "runs", "--store", str(db))
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0].split()[:4] == ["run", "started", "took", "commit"]
+    assert lines[2].split()[0] == "1"
+    assert lines[3].split()[0] == "2"
+    assert "01234567" in out
+    assert "Test CPU 3000" in out
+
+
+def test_history(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "history", "test_cmp", "--store", str(db))
+    assert code == 0, err
+    assert "tests/test_m.py::test_cmp  [fused]" in out
+    assert "test_lat" not in out
+    assert "0.800 [0.792, 0.808]" in out
+    assert "+20.0%" in out
+    code, out, _ = run(capsys, "history", "--store", str(db), "--name", "latency", "--last", "1")
+    assert code == 0
+    assert "test_lat" in out
+    assert "1.00 ms" in out
+    assert "+0.0%" not in out  # one run shown: no change column value
+
+
+def test_history_store_from_environment(
+    db: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ORTPERF_STORE", str(db))
+    code, out, _ = run(capsys, "history")
+    assert code == 0
+    assert "test_cmp" in out
+
+
+def test_compare_regression(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "compare", "1", "2", "--store", str(db))
+    assert code == 1, err
+    cmp_line = next(line for line in out.splitlines() if "test_cmp" in line)
+    assert "+20.0%" in cmp_line
+    assert "REGRESSED" in cmp_line
+    lat_line = next(line for line in out.splitlines() if "test_lat" in line)
+    assert "ok" in lat_line
+    assert "1 regressed" in out
+
+
+def test_compare_within_threshold(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, _ = run(capsys, "compare", "1", "2", "--threshold", "0.25", "--store", str(db))
+    assert code == 0
+    code, _, _ = run(
+        capsys, "compare", "latest~1", "latest", "--threshold", "25%", "--store", str(db)
+    )
+    assert code == 0
+    code, out, _ = run(capsys, "compare", "2", "1", "--store", str(db))  # B faster than A
+    assert code == 0
+    assert "improved" in out
+
+
+def test_compare_latency_other_machine_not_gated(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "r.sqlite"
+    save(path, [latency("t::a", median=1e-3)])
+    save(path, [latency("t::a", median=2e-3)], started=T0 + 1, env=OTHER_ENV)
+    save(path, [latency("t::a", median=2e-3)], started=T0 + 2)
+    code, out, _ = run(capsys, "compare", "1", "2", "--store", str(path))
+    assert code == 0
+    assert "not gated: other machine" in out
+    code, out, _ = run(capsys, "compare", "1", "3", "--store", str(path))
+    assert code == 1
+    assert "+100.0%" in out
+
+
+def test_compare_new_and_missing(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    save(db, [latency("tests/test_m.py::test_new")], started=T0 + 120)
+    code, out, _ = run(capsys, "compare", "1", "3", "--store", str(db))
+    assert code == 0
+    assert "only in run 1" in out
+    assert "only in run 3" in out
+
+
+@pytest.mark.parametrize("bad", ["99", "latest~5", "someday"])
+def test_compare_bad_run(db: Path, capsys: pytest.CaptureFixture[str], bad: str) -> None:
+    code, out, err = run(capsys, "compare", "1", bad, "--store", str(db))
+    assert code == 2
+    assert out == ""
+    assert err.startswith("ortperf: error: ")
+    assert len(err.strip().splitlines()) == 1
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("command", [["runs"], ["history"], ["compare", "1", "2"], ["export"]])
+def test_missing_store(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: list[str]
+) -> None:
+    missing = tmp_path / "none-here.sqlite"
+    code, _, err = run(capsys, *command, "--store", str(missing))
+    assert code == 2
+    assert str(missing) in err
+    assert len(err.strip().splitlines()) == 1
+    assert not missing.exists()
+
+
+def test_corrupt_store(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "bad.sqlite"
+    bad.write_bytes(b"garbage" * 1000)
+    code, _, err = run(capsys, "runs", "--store", str(bad))
+    assert code == 2
+    assert str(bad) in err
+    assert "not a readable SQLite database" in err
+
+
+def test_default_store_in_cwd(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("ORTPERF_STORE", raising=False)
+    monkeypatch.chdir(tmp_path)
+    save(tmp_path / ".ortperf" / "results.sqlite", [latency("t::a")])
+    code, out, _ = run(capsys, "runs")
+    assert code == 0
+    assert "Test CPU 3000" in out
+
+
+def test_export_csv(db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    target = tmp_path / "out.csv"
+    code, _, err = run(capsys, "export", "--format", "csv", "-o", str(target), "--store", str(db))
+    assert code == 0
+    assert "wrote 4 measurements" in err
+    frame = pd.read_csv(target)
+    assert list(frame["run_id"]) == [1, 1, 2, 2]
+    assert json.loads(frame["session"][0])["threads"] == 1
+    code, out, _ = run(capsys, "export", "--store", str(db), "--test", "test_cmp")
+    assert code == 0
+    assert out.splitlines()[0].startswith("run_id,started,")
+    assert len(out.splitlines()) == 3
+
+
+def test_export_json(db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    target = tmp_path / "out.json"
+    code, _, _ = run(
+        capsys, "export", "--format", "json", "--samples", "-o", str(target), "--store", str(db)
+    )
+    assert code == 0
+    rows = json.loads(target.read_text())
+    assert [r["test"] for r in rows] == [
+        "tests/test_m.py::test_lat",
+        "tests/test_m.py::test_cmp",
+    ] * 2
+    assert rows[1]["ratio"] == 0.8
+    assert rows[0]["ratio"] is None
+    assert len(rows[0]["samples"]) == 20
+    assert rows[0]["started"].startswith("2023-11-14T22:13:20")
+
+
+def test_export_parquet(db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    target = tmp_path / "out.parquet"
+    code, _, err = run(
+        capsys, "export", "--format", "parquet", "-o", str(target), "--store", str(db)
+    )
+    if importlib.util.find_spec("pyarrow") is None:
+        assert code == 2
+        assert "pip install pyarrow" in err
+    else:
+        assert code == 0
+        assert len(pd.read_parquet(target)) == 4
+    code, _, err = run(capsys, "export", "--format", "parquet", "--store", str(db))
+    assert code == 2
+
+
+def test_export_unwritable(db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    target = tmp_path / "no" / "such" / "dir.csv"
+    code, _, err = run(capsys, "export", "-o", str(target), "--store", str(db))
+    assert code == 2
+    assert str(target) in err
+
+
+def test_prune(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    save(db, [latency("t::x")], started=T0 + 500)
+    code, out, _ = run(capsys, "prune", "--keep", "1", "--store", str(db))
+    assert code == 0
+    assert "removed 2 runs (4 measurements)" in out
+    code, out, _ = run(capsys, "runs", "--store", str(db))
+    assert len(out.splitlines()) == 3
+    code, _, err = run(capsys, "prune", "--keep", "-1", "--store", str(db))
+    assert code == 2
+    assert "0 or more" in err
