@@ -4,7 +4,10 @@ import numpy  # noqa: F401
 import onnx  # noqa: F401
 import onnxruntime  # noqa: F401
 import pandas  # noqa: F401
+import sqlalchemy  # noqa: F401
 
 import pytest_ortperf.measure
 import pytest_ortperf.models
 import pytest_ortperf.recorder  # noqa: F401
+import pytest_ortperf.store  # noqa: F401
+import pytest_ortperf.testing  # noqa: F401

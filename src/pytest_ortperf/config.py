@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pytest
@@ -10,36 +10,88 @@ import pytest
 from .measure import EngineConfig
 
 MARKER = "ortperf"
-MARKER_KEYS = ("budget", "block")
+MARKER_KEYS = ("budget", "block", "threshold", "alpha", "structure", "strict")
 
 
-def _positive_float(value: Any, what: str) -> float:
+@dataclass(frozen=True)
+class GateSettings:
+    """How one test is gated (run settings overridden by its marker)."""
+
+    threshold: float = 0.05
+    alpha: float = 0.01
+    strict: bool = False
+    structure: bool = True
+    confirm: bool = True
+
+
+class MarkerError(ValueError):
+    """A bad ``@pytest.mark.ortperf`` argument."""
+
+
+def _positive_float(value: Any, what: str, unit: str = "a number of seconds") -> float:
     try:
         number = float(value)
     except (TypeError, ValueError):
-        raise pytest.UsageError(f"{what} must be a number of seconds, got {value!r}") from None
+        raise pytest.UsageError(f"{what} must be {unit}, got {value!r}") from None
     if not number > 0:
         raise pytest.UsageError(f"{what} must be positive, got {value!r}")
     return number
 
 
+def _fraction(value: Any, what: str) -> float:
+    """A fraction given as ``0.05`` or ``5%``."""
+    text = str(value).strip()
+    scale = 100.0 if text.endswith("%") else 1.0
+    number = _positive_float(text.rstrip("%"), what, "a fraction such as 0.05 or 5%") / scale
+    if number >= 1.0 and what.endswith("alpha"):
+        raise pytest.UsageError(f"{what} must be below 1, got {value!r}")
+    return number
+
+
+def _flag(value: Any, what: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off", ""):
+        return False
+    raise pytest.UsageError(f"{what} must be true or false, got {value!r}")
+
+
 @dataclass(frozen=True)
 class OrtperfConfig:
-    """Run-wide settings: ``enabled`` is ``--ortperf``."""
+    """Run-wide settings: ``enabled`` is ``--ortperf`` (implied by ``--ortperf-update``)."""
 
     enabled: bool = False
+    update: bool = False
     budget_s: float = 1.0
     store: str | None = None
+    gate: GateSettings = field(default_factory=GateSettings)
 
     @classmethod
     def from_pytest(cls, config: pytest.Config) -> OrtperfConfig:
-        budget = config.getoption("ortperf_budget", None)
-        if budget is None:
-            budget = _positive_float(config.getini("ortperf_budget"), "ini ortperf_budget")
-        else:
-            budget = _positive_float(budget, "--ortperf-budget")
+        def option_or_ini(name: str) -> tuple[Any, str]:
+            value = config.getoption(name, None)
+            if value is not None:
+                return value, "--" + name.replace("_", "-")
+            return config.getini(name), f"ini {name}"
+
+        budget = _positive_float(*option_or_ini("ortperf_budget"))
+        threshold = _fraction(*option_or_ini("ortperf_threshold"))
+        alpha = _fraction(config.getini("ortperf_alpha"), "ini ortperf_alpha")
+        strict = bool(config.getoption("ortperf_strict", False)) or _flag(
+            config.getini("ortperf_strict"), "ini ortperf_strict"
+        )
+        update = bool(config.getoption("ortperf_update", False))
         store = config.getoption("ortperf_store", None) or config.getini("ortperf_store") or None
-        return cls(enabled=bool(config.getoption("ortperf", False)), budget_s=budget, store=store)
+        return cls(
+            enabled=update or bool(config.getoption("ortperf", False)),
+            update=update,
+            budget_s=budget,
+            store=store,
+            gate=GateSettings(threshold=threshold, alpha=alpha, strict=strict),
+        )
 
     def engine_config(self, marker: dict[str, Any]) -> EngineConfig:
         """The engine settings of one test: the run's, overridden by its marker."""
@@ -53,9 +105,21 @@ class OrtperfConfig:
             raise MarkerError(f"@pytest.mark.ortperf: {exc}") from None
         return engine
 
-
-class MarkerError(ValueError):
-    """A bad ``@pytest.mark.ortperf`` argument."""
+    def gate_settings(self, marker: dict[str, Any]) -> GateSettings:
+        """The gate settings of one test: the run's, overridden by its marker."""
+        gate = self.gate
+        try:
+            if "threshold" in marker:
+                gate = replace(gate, threshold=_fraction(marker["threshold"], "threshold"))
+            if "alpha" in marker:
+                gate = replace(gate, alpha=_fraction(marker["alpha"], "alpha"))
+            if "structure" in marker:
+                gate = replace(gate, structure=_flag(marker["structure"], "structure"))
+            if "strict" in marker:
+                gate = replace(gate, strict=_flag(marker["strict"], "strict"))
+        except pytest.UsageError as exc:
+            raise MarkerError(f"@pytest.mark.ortperf: {exc}") from None
+        return gate
 
 
 def marker_settings(node: pytest.Item) -> dict[str, Any]:

@@ -7,15 +7,19 @@ clock is injectable (``perf_counter_ns`` by default) so the logic is testable wi
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from .stats import median
 
 Call = Callable[[], object]
 Clock = Callable[[], int]
+StopRule = Callable[[Sequence[Sequence[float]]], bool]
+
+CHECK_EVERY = 4
+"""Rounds between two asks of an interleaved measurement's stop rule."""
 
 NS = 1e-9
 
@@ -57,6 +61,11 @@ class Engine:
     def __init__(self, config: EngineConfig | None = None, clock: Clock = time.perf_counter_ns):
         self.config = config or EngineConfig()
         self.clock = clock
+
+    def scaled(self, factor: float) -> Engine:
+        """The same engine with ``factor`` times the budget (the gate's confirmation)."""
+        budget = self.config.budget_s * factor
+        return Engine(dataclasses.replace(self.config, budget_s=budget), self.clock)
 
     def time_block(self, call: Call, k: int) -> float:
         """Seconds per call of ``k`` back-to-back calls."""
@@ -100,11 +109,15 @@ class Engine:
             values.append(self.time_block(call, k))
         return Samples(tuple(values), k)
 
-    def interleave(self, calls: Sequence[Call]) -> list[Samples]:
+    def interleave(
+        self, calls: Sequence[Call], *, should_stop: StopRule | None = None
+    ) -> list[Samples]:
         """Blocks of every call, in rounds, in a shuffled order per round (ABBA for two).
 
         Round ``i`` gives one sample per call, so samples of different calls pair up by
-        index and machine drift hits every arm alike.
+        index and machine drift hits every arm alike. ``should_stop(values_per_call)`` is
+        asked every ``CHECK_EVERY`` rounds once ``min_blocks`` rounds are done: True ends the
+        measurement before the budget is spent (the adaptive stop of the gate).
         """
         if len(calls) < 2:
             raise ValueError("interleave needs at least two calls")
@@ -123,6 +136,13 @@ class Engine:
             for i in order:
                 values[i].append(self.time_block(calls[i], ks[i]))
             rounds += 1
+            if (
+                should_stop is not None
+                and rounds >= cfg.min_blocks
+                and rounds % CHECK_EVERY == 0
+                and should_stop(values)
+            ):
+                break
         return [Samples(tuple(v), k) for v, k in zip(values, ks, strict=True)]
 
 
@@ -131,7 +151,3 @@ def smoke(call: Call, clock: Clock = time.perf_counter_ns) -> Samples:
     t0 = clock()
     call()
     return Samples(((clock() - t0) * NS,), 1)
-
-
-def per_call_median(samples: Samples) -> float:
-    return median(samples.values)

@@ -43,18 +43,43 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="results store (default .ortperf/results.sqlite under the rootdir; 'none' "
         "disables it)",
     )
+    group.addoption(
+        "--ortperf-update",
+        action="store_true",
+        default=False,
+        help="measure (implies --ortperf) and write the baselines __ortperf__/<module>.json "
+        "of the tests that ran; never fails a test for a regression",
+    )
+    group.addoption(
+        "--ortperf-threshold",
+        default=None,
+        metavar="FRACTION",
+        help="slowdown a gated metric may show before it fails, e.g. 0.05 or 5%% "
+        "(default: ini ortperf_threshold, else 5%%)",
+    )
+    group.addoption(
+        "--ortperf-strict",
+        action="store_true",
+        default=None,
+        help="also fail on inconclusive verdicts and on measurements with no baseline",
+    )
     parser.addini("ortperf_budget", "time budget of one measurement in seconds", default="1.0")
     parser.addini("ortperf_store", "results store path or URL ('none' disables)", default="")
+    parser.addini("ortperf_threshold", "allowed slowdown of a gated metric", default="0.05")
+    parser.addini("ortperf_alpha", "one-sided significance level of the gate", default="0.01")
+    parser.addini("ortperf_strict", "fail inconclusive and new verdicts too", default="false")
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
-        "ortperf(budget=None, block=None): per-test settings of pytest-ortperf "
-        "measurements (budget in seconds per measurement)",
+        "ortperf(budget=None, block=None, threshold=None, alpha=None, structure=True, "
+        "strict=None): per-test settings of pytest-ortperf (budget in seconds per "
+        "measurement, threshold as a fraction; structure=False stops gating the optimized "
+        "graph's op types)",
     )
     settings = OrtperfConfig.from_pytest(config)
-    state = OrtperfState(settings)
+    state = OrtperfState(settings, config.rootpath)
     config.stash[STATE_KEY] = state
     if not hasattr(config, "workerinput"):
         # Gathers records from test reports (on the xdist controller: the workers' reports).
@@ -82,13 +107,26 @@ def pytest_report_header(config: pytest.Config) -> str | None:
     if not settings.enabled:
         return "ortperf: smoke mode (each measurement runs once; use --ortperf to measure)"
     note = ", all tests on one xdist worker" if _xdist_workers(config) else ""
-    return f"ortperf: measuring, budget {settings.budget_s:g} s per measurement{note}"
+    mode = (
+        "updating baselines"
+        if settings.update
+        else f"gating at {settings.gate.threshold:.0%}{', strict' if settings.gate.strict else ''}"
+    )
+    return f"ortperf: measuring, budget {settings.budget_s:g} s per measurement, {mode}{note}"
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
     config = session.config
-    if not hasattr(config, "workerinput"):
-        config.stash[STATE_KEY].save_to_store(config)
+    if hasattr(config, "workerinput"):
+        return
+    state = config.stash[STATE_KEY]
+    for step, what in ((state.maintain_baselines, "baselines"), (state.save_to_store, "store")):
+        try:
+            step(config)
+        except Exception as exc:  # never an INTERNALERROR: say what failed, fail the run
+            state.notes.append(f"{what} NOT written: {type(exc).__name__}: {exc}")
+            if session.exitstatus == pytest.ExitCode.OK:
+                session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
@@ -98,7 +136,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     from .report import summary_lines
 
     terminalreporter.section("ortperf")
-    for line in summary_lines(state.records):
+    for line in summary_lines(state.records, state.verdicts):
         terminalreporter.write_line(line)
     for note in state.notes:
         terminalreporter.write_line(f"ortperf: {note}", yellow="NOT" in note)
@@ -171,19 +209,26 @@ def ort_binding() -> Callable[..., OrtBinding]:
 def ortperf(request: pytest.FixtureRequest) -> Generator[Recorder, None, None]:
     """The recorder: ``ortperf.latency``, ``ortperf.compare``, ``ortperf.rank``,
     ``ortperf.api_sweep``. Measures for real under ``--ortperf``, runs once otherwise."""
+    from .gating import Gate
     from .measure import Engine
     from .recorder import Recorder
+    from .state import environment
 
     state: OrtperfState = request.config.stash[STATE_KEY]
+    settings = state.settings
     node = request.node
     try:
-        engine_config = state.settings.engine_config(marker_settings(node))
+        marker = marker_settings(node)
+        engine_config = settings.engine_config(marker)
+        gate_settings = settings.gate_settings(marker)
     except MarkerError as exc:
         pytest.fail(str(exc), pytrace=False)
+    gated = settings.enabled and not settings.update
     recorder = Recorder(
         test=node.nodeid,
-        measured=state.settings.enabled,
+        measured=settings.enabled,
         engine=Engine(engine_config),
         user_properties=node.user_properties,
+        gate=Gate(gate_settings, state.baselines, environment) if gated else None,
     )
     yield recorder

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
+import pytest
 
-from .measure import Engine, Samples, smoke
+from .gating import GATED, VERDICTS_PROPERTY, Gate, GateFailure, failure_message, verdict_payload
+from .measure import Engine, Samples, StopRule, smoke
 from .results import USER_PROPERTY, Comparison, LatencyResult, OutputDiff, Record
 from .runapi import APIS, Call, OrtBinding, binding_call, make_call
 from .session import OrtSession
@@ -17,7 +19,10 @@ from .stats import paired_ratio, ratio_of_blocks
 if TYPE_CHECKING:
     import pandas as pd
 
+    from .gate import Verdict
+
 Feeds = Mapping[str, np.ndarray[Any, Any]]
+R = TypeVar("R", LatencyResult, Comparison)
 Target = OrtSession | OrtBinding
 
 
@@ -87,7 +92,9 @@ class Recorder:
     """Measures latencies and comparisons, attaches them to the running test.
 
     In smoke mode (``measured=False``: plain ``pytest``) every measurement runs its target
-    once, checks outputs, and records nothing.
+    once, checks outputs, and records nothing. With a ``gate`` (``--ortperf`` without
+    ``--ortperf-update``), ``latency`` and ``compare`` are judged against the baseline and a
+    regression fails the test.
     """
 
     def __init__(
@@ -97,17 +104,43 @@ class Recorder:
         measured: bool,
         engine: Engine,
         user_properties: list[tuple[str, object]],
+        gate: Gate | None = None,
     ) -> None:
         self.test = test
         self.measured = measured
         self.engine = engine
+        self.gate = gate
         self.records: list[Record] = []
         self._user_properties = user_properties
 
-    def _record(self, record: Record) -> None:
+    def _record(
+        self, record: Record, *, gated: bool = False, verdicts: Sequence[Verdict] = ()
+    ) -> None:
         self.records.append(record)
         if self.measured:
-            self._user_properties.append((USER_PROPERTY, record.to_dict()))
+            payload = record.to_dict()
+            if gated:
+                payload[GATED] = True
+            self._user_properties.append((USER_PROPERTY, payload))
+            if verdicts:
+                self._user_properties.append(
+                    (VERDICTS_PROPERTY, verdict_payload(payload, verdicts))
+                )
+
+    def _entry(self, name: str) -> Mapping[str, Any] | None:
+        if self.gate is None:
+            return None
+        try:
+            return self.gate.entry(self.test, name)
+        except GateFailure as exc:
+            pytest.fail(str(exc), pytrace=False)
+
+    def _enforce(self, name: str, verdicts: Sequence[Verdict], confirmed: bool) -> None:
+        if self.gate is None:
+            return
+        failing = self.gate.failing(verdicts)
+        if failing:
+            pytest.fail(failure_message(name, failing, verdicts, confirmed), pytrace=False)
 
     def _time(self, call: Call) -> Samples:
         return self.engine.measure(call) if self.measured else smoke(call, self.engine.clock)
@@ -144,18 +177,38 @@ class Recorder:
         """Seconds per call of a binding, or of a session with feeds through ``api``
         (default ``run``)."""
         call, _, api, session = self._calls(target, feeds, api)
-        samples = self._time(call)
-        result = LatencyResult(
-            test=self.test,
-            name=name or session.label,
-            api=api,
-            samples=samples.values,
-            calls_per_block=samples.calls_per_block,
-            measured=self.measured,
-            session=session.info(),
-        )
-        self._record(result)
+        name = name or session.label
+        entry = self._entry(name)
+
+        def measure(engine: Engine) -> LatencyResult:
+            samples = engine.measure(call) if self.measured else smoke(call, engine.clock)
+            return LatencyResult(
+                test=self.test,
+                name=name,
+                api=api,
+                samples=samples.values,
+                calls_per_block=samples.calls_per_block,
+                measured=self.measured,
+                session=session.info(),
+            )
+
+        result, verdicts, confirmed = self._judged(measure, entry)
+        self._record(result, gated=True, verdicts=verdicts)
+        self._enforce(name, verdicts, confirmed)
         return result
+
+    def _judged(
+        self, measure: Callable[[Engine], R], entry: Mapping[str, Any] | None
+    ) -> tuple[R, list[Verdict], bool]:
+        """Measure, judge, and re-measure once at twice the budget before a regression."""
+        result = measure(self.engine)
+        if self.gate is None:
+            return result, [], False
+        verdicts = self.gate.judge(result.to_dict(), entry)
+        if not self.gate.needs_confirmation(verdicts):
+            return result, verdicts, False
+        result = measure(self.engine.scaled(2.0))
+        return result, self.gate.judge(result.to_dict(), entry), True
 
     def compare(
         self,
@@ -188,27 +241,34 @@ class Recorder:
                 rtol=rtol,
                 what=f"compare {label!r}",
             )
-        if self.measured:
-            ref_s, cand_s = self.engine.interleave([ref_call, cand_call])
-        else:
-            ref_s, cand_s = smoke(ref_call, self.engine.clock), smoke(cand_call, self.engine.clock)
-        ratios = ratio_of_blocks(ref_s.values, cand_s.values)
-        estimate = paired_ratio(ratios, confidence)
-        result = Comparison(
-            test=self.test,
-            name=label,
-            api=api,
-            reference=self._arm(reference, ref_s, label, "reference", api),
-            candidate=self._arm(candidate, cand_s, label, "candidate", api),
-            block_ratios=tuple(ratios),
-            ratio=estimate.ratio,
-            low=estimate.low,
-            high=estimate.high,
-            confidence=confidence,
-            measured=self.measured,
-            output_diffs=tuple(diffs),
-        )
-        self._record(result)
+        entry = self._entry(label)
+        stop: StopRule | None = self.gate.stop_rule(entry) if self.gate else None
+
+        def measure(engine: Engine) -> Comparison:
+            if self.measured:
+                ref_s, cand_s = engine.interleave([ref_call, cand_call], should_stop=stop)
+            else:
+                ref_s, cand_s = smoke(ref_call, engine.clock), smoke(cand_call, engine.clock)
+            ratios = ratio_of_blocks(ref_s.values, cand_s.values)
+            estimate = paired_ratio(ratios, confidence)
+            return Comparison(
+                test=self.test,
+                name=label,
+                api=api,
+                reference=self._arm(reference, ref_s, label, "reference", api),
+                candidate=self._arm(candidate, cand_s, label, "candidate", api),
+                block_ratios=tuple(ratios),
+                ratio=estimate.ratio,
+                low=estimate.low,
+                high=estimate.high,
+                confidence=confidence,
+                measured=self.measured,
+                output_diffs=tuple(diffs),
+            )
+
+        result, verdicts, confirmed = self._judged(measure, entry)
+        self._record(result, gated=True, verdicts=verdicts)
+        self._enforce(label, verdicts, confirmed)
         return result
 
     def _arm(

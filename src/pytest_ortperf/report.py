@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from .results import Comparison, LatencyResult, Record
 
@@ -40,8 +41,11 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
     return lines
 
 
-def summary_lines(records: Sequence[Record]) -> list[str]:
-    """Two tables: measurements (test, name, api, median, IQR, n) and comparisons."""
+def summary_lines(
+    records: Sequence[Record], verdicts: Sequence[Mapping[str, Any]] = ()
+) -> list[str]:
+    """Tables of measurements (test, name, api, median, IQR, n), of comparisons (ratio,
+    CI) and of gated metrics (outcome, message), failures first."""
     latencies = [r for r in records if isinstance(r, LatencyResult)]
     comparisons = [r for r in records if isinstance(r, Comparison)]
     lines: list[str] = []
@@ -74,4 +78,27 @@ def summary_lines(records: Sequence[Record]) -> list[str]:
             ("comparison (candidate/reference)", "ratio", "95% CI", "ref", "cand"),
             rows,
         )
+    gate_rows = []
+    for payload in verdicts:
+        for verdict in payload["verdicts"]:
+            gate_rows.append(
+                (
+                    f"{payload['test']}::{payload['name']}",
+                    str(verdict["metric"]),
+                    str(verdict["outcome"]),
+                )
+            )
+    if gate_rows:
+        order = {"regressed": 0, "inconclusive": 1, "new": 2, "improved": 3}
+        gate_rows.sort(key=lambda row: order.get(row[2], 4))
+        if lines:
+            lines.append("")
+        lines += _table(("gated metric", "metric", "outcome"), gate_rows)
+        improved = sum(row[2] == "improved" for row in gate_rows)
+        new = sum(row[2] == "new" for row in gate_rows)
+        if improved or new:
+            lines.append(
+                f"{improved} improved, {new} without baseline: "
+                "pytest --ortperf --ortperf-update records them"
+            )
     return lines

@@ -1,0 +1,483 @@
+"""Baseline files: ``__ortperf__/<module>.json`` beside each test module.
+
+Format (``schema`` 1)::
+
+    {"schema": 1, "entries": {"<test node id>::<measurement name>": {...}}}
+
+A ``compare`` entry holds ``ratio``/``low``/``high``/``confidence``/``n``, the paired
+``block_ratios``, ``medians`` (seconds per call per role), ``op_histograms`` and ``sessions``
+(settings) per role; a ``latency`` entry holds ``median``/``n``, ``samples`` (seconds per call)
+and ``session``. Both carry ``test``, ``name``, ``api``, ``environment`` (ORT version, CPU,
+cores, machine fingerprint) and the ``updated`` date. Floats are rounded to 6 significant
+digits, keys sorted, and lists of numbers written on one line, so a re-measured entry shows
+as a few changed lines in a pull request.
+
+Writes are atomic (temporary file in the same directory, fsync, ``os.replace``). Nothing
+here imports pytest.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import json
+import math
+import os
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeGuard
+
+from .gate import (
+    Verdict,
+    fingerprint_matches,
+    fingerprint_of,
+    judge_latency,
+    judge_ratio,
+    judge_structure,
+    new,
+    not_comparable,
+)
+
+SCHEMA_VERSION = 1
+DIRNAME = "__ortperf__"
+KINDS = ("compare", "latency")
+ROLES = ("reference", "candidate")
+ENVIRONMENT_KEYS = ("ort_version", "cpu_model", "logical_cores", "fingerprint")
+SESSION_KEYS = ("model", "providers", "optimization", "threads", "spinning")
+
+
+class BaselineError(Exception):
+    """A baseline file that cannot be used; the message names the file and the problem."""
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """The entries of one baseline file (empty when the file does not exist)."""
+
+    path: Path
+    schema: int = SCHEMA_VERSION
+    entries: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class UpdatePlan:
+    """What an update or prune would write: the resulting ``entries`` and, per key touched,
+    one human-readable line in ``lines`` (``added``/``changed``/``removed`` list the keys)."""
+
+    entries: Mapping[str, Mapping[str, Any]]
+    added: tuple[str, ...] = ()
+    changed: tuple[str, ...] = ()
+    removed: tuple[str, ...] = ()
+    lines: tuple[str, ...] = ()
+
+    @property
+    def modified(self) -> bool:
+        return bool(self.added or self.changed or self.removed)
+
+
+def baseline_path(test_module: Path) -> Path:
+    """``<dir>/__ortperf__/<stem>.json`` for the test module ``<dir>/<stem>.py``."""
+    test_module = Path(test_module)
+    return test_module.parent / DIRNAME / f"{test_module.stem}.json"
+
+
+def entry_key(test: str, name: str) -> str:
+    return f"{test}::{name}"
+
+
+def entry_test(key: str, entry: Mapping[str, Any]) -> str:
+    """The test id an entry belongs to (its ``test`` field; else the key minus the name)."""
+    test = entry.get("test")
+    if isinstance(test, str):
+        return test
+    name = entry.get("name")
+    if isinstance(name, str) and key.endswith("::" + name):
+        return key[: -len(name) - 2]
+    return key.rsplit("::", 1)[0]
+
+
+# --------------------------------------------------------------------------- formatting
+
+
+def round_floats(value: Any, digits: int = 6) -> Any:
+    """``value`` with every float rounded to ``digits`` significant digits (recursively)."""
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"cannot store a non-finite number ({value}) in a baseline")
+        return float(f"{value:.{digits}g}")
+    if isinstance(value, Mapping):
+        return {str(k): round_floats(v, digits) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [round_floats(v, digits) for v in value]
+    return value
+
+
+def _scalar(value: Any) -> bool:
+    return value is None or isinstance(value, (str, int, float, bool))
+
+
+def _encode(value: Any, level: int) -> str:
+    pad = "  " * level
+    if isinstance(value, Mapping):
+        if not value:
+            return "{}"
+        items = [
+            f"{pad}  {json.dumps(str(k), ensure_ascii=False)}: {_encode(value[k], level + 1)}"
+            for k in sorted(value, key=str)
+        ]
+        return "{\n" + ",\n".join(items) + "\n" + pad + "}"
+    if isinstance(value, (list, tuple)):
+        if all(_scalar(v) for v in value):
+            return "[" + ", ".join(_encode(v, level + 1) for v in value) + "]"
+        items = [f"{pad}  {_encode(v, level + 1)}" for v in value]
+        return "[\n" + ",\n".join(items) + "\n" + pad + "]"
+    return json.dumps(value, ensure_ascii=False, allow_nan=False)
+
+
+def dumps_baseline(entries: Mapping[str, Mapping[str, Any]]) -> str:
+    """The file text for ``entries``: sorted keys, indent 2, number lists on one line,
+    floats to 6 significant digits, trailing newline."""
+    document = {"schema": SCHEMA_VERSION, "entries": round_floats(entries)}
+    return _encode(document, 0) + "\n"
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def _is_number(value: Any) -> TypeGuard[float]:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _check_entry(path: Path, key: str, entry: Any) -> None:
+    def fail(fieldname: str, problem: str) -> BaselineError:
+        return BaselineError(f"{path}: entry {key!r}: field {fieldname!r} {problem}")
+
+    if not isinstance(entry, Mapping):
+        raise BaselineError(f"{path}: entry {key!r} is not an object")
+    kind = entry.get("kind")
+    if kind not in KINDS:
+        raise fail("kind", f"must be one of {', '.join(KINDS)}, got {kind!r}")
+
+    def number(fieldname: str, positive: bool = False) -> None:
+        value = entry.get(fieldname)
+        if not (_is_number(value) and math.isfinite(value)) or (positive and value <= 0):
+            what = "a positive number" if positive else "a number"
+            raise fail(fieldname, f"must be {what}, got {value!r}")
+
+    def numbers(fieldname: str) -> None:
+        value = entry.get(fieldname)
+        if (
+            not isinstance(value, list)
+            or not value
+            or not all(_is_number(v) and math.isfinite(v) and v > 0 for v in value)
+        ):
+            raise fail(fieldname, "must be a non-empty list of positive numbers")
+
+    if kind == "compare":
+        for name in ("ratio", "low", "high"):
+            number(name, positive=True)
+        numbers("block_ratios")
+        hists = entry.get("op_histograms", {})
+        if not isinstance(hists, Mapping) or not all(
+            isinstance(h, Mapping)
+            and all(isinstance(k, str) and isinstance(v, int) for k, v in h.items())
+            for h in hists.values()
+        ):
+            raise fail("op_histograms", "must map roles to {op type: count}")
+    else:
+        numbers("samples")
+    env = entry.get("environment", {})
+    if not isinstance(env, Mapping):
+        raise fail("environment", "must be an object")
+
+
+def parse_baseline(text: str, path: Path) -> Baseline:
+    """Parse and validate the text of a baseline file (``path`` is used in messages)."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        hint = " (unresolved merge conflict?)" if "<<<<<<<" in text else ""
+        raise BaselineError(
+            f"{path}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}{hint}"
+        ) from exc
+    if not isinstance(data, Mapping):
+        raise BaselineError(f"{path}: expected a JSON object at the top level")
+    schema = data.get("schema")
+    if not isinstance(schema, int) or isinstance(schema, bool) or schema < 1:
+        raise BaselineError(f"{path}: missing or invalid 'schema' (expected {SCHEMA_VERSION})")
+    if schema > SCHEMA_VERSION:
+        raise BaselineError(
+            f"{path}: written by a newer pytest-ortperf (schema {schema} > {SCHEMA_VERSION}); "
+            "upgrade the plugin"
+        )
+    entries = data.get("entries", {})
+    if not isinstance(entries, Mapping):
+        raise BaselineError(f"{path}: 'entries' must be an object")
+    for key, entry in entries.items():
+        _check_entry(path, key, entry)
+    return Baseline(path=path, schema=schema, entries=dict(entries))
+
+
+def load_baseline(path: Path) -> Baseline:
+    """Read a baseline file; a missing file gives an empty baseline.
+
+    Raises :class:`BaselineError` naming the file (and line:column of a JSON syntax error,
+    or the entry and field of an invalid entry, or a newer schema).
+    """
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return Baseline(path=path)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BaselineError(f"{path}: cannot read: {exc}") from exc
+    return parse_baseline(text, path)
+
+
+# --------------------------------------------------------------------------- writing
+
+
+def write_baseline(path: Path, entries: Mapping[str, Mapping[str, Any]]) -> None:
+    """Write ``entries`` atomically; with no entries, delete the file (and an empty
+    ``__ortperf__`` directory). The previous file survives any failure."""
+    path = Path(path)
+    if not entries:
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+        with contextlib.suppress(OSError):
+            path.parent.rmdir()  # only succeeds when empty
+        return
+    text = dumps_baseline(entries)  # serialize first: a failure here touches nothing
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        mode = path.stat().st_mode & 0o777
+    except FileNotFoundError:
+        mode = 0o644
+    fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp_name, mode)
+        os.replace(tmp_name, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp_name)
+        raise
+
+
+# --------------------------------------------------------------------------- entries
+
+
+def _session_settings(session: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    if session is None:
+        return None
+    return {k: session[k] for k in SESSION_KEYS if k in session}
+
+
+def _median(values: Sequence[float]) -> float:
+    ordered = sorted(float(v) for v in values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+def entry_from_record(
+    record_dict: Mapping[str, Any],
+    environment: Mapping[str, Any],
+    *,
+    updated: str | None = None,
+) -> dict[str, Any]:
+    """The baseline entry for a record (``Comparison.to_dict()`` / ``LatencyResult.to_dict()``)
+    measured in ``environment`` (``env.collect_environment()``); ``updated`` defaults to
+    today's date. Raises ValueError for smoke records and unknown kinds."""
+    kind = record_dict.get("kind")
+    if kind not in KINDS:
+        raise ValueError(f"cannot store a record of kind {kind!r}")
+    if not record_dict.get("measured", False):
+        raise ValueError("smoke records (measured=False) are not stored in baselines")
+    try:
+        entry: dict[str, Any] = {
+            "kind": kind,
+            "test": str(record_dict["test"]),
+            "name": str(record_dict["name"]),
+            "api": str(record_dict["api"]),
+            "environment": {k: environment.get(k) for k in ENVIRONMENT_KEYS},
+            "updated": updated or datetime.date.today().isoformat(),
+        }
+        if kind == "compare":
+            arms = {role: record_dict[role] for role in ROLES}
+            ratios = [float(x) for x in record_dict["block_ratios"]]
+            entry.update(
+                ratio=float(record_dict["ratio"]),
+                low=float(record_dict["low"]),
+                high=float(record_dict["high"]),
+                confidence=float(record_dict["confidence"]),
+                n=len(ratios),
+                block_ratios=ratios,
+                medians={role: _median(arm["samples"]) for role, arm in arms.items()},
+                op_histograms=op_histograms(record_dict),
+                sessions={
+                    role: _session_settings(arm.get("session")) for role, arm in arms.items()
+                },
+            )
+        else:
+            samples = [float(x) for x in record_dict["samples"]]
+            entry.update(
+                median=_median(samples),
+                n=len(samples),
+                samples=samples,
+                calls_per_block=int(record_dict["calls_per_block"]),
+                session=_session_settings(record_dict.get("session")),
+            )
+    except (KeyError, TypeError) as exc:
+        raise ValueError(f"record of kind {kind!r} lacks or mangles field {exc}") from exc
+    return round_floats(entry)  # type: ignore[no-any-return]
+
+
+def op_histograms(record_dict: Mapping[str, Any]) -> dict[str, dict[str, int]]:
+    """``{role: {op type: count}}`` of a compare record (empty dicts where not recorded)."""
+    out: dict[str, dict[str, int]] = {}
+    for role in ROLES:
+        session = (record_dict.get(role) or {}).get("session") or {}
+        hist = session.get("op_histogram") or {}
+        out[role] = {str(k): int(v) for k, v in sorted(hist.items())}
+    return out
+
+
+def summarize_entry(entry: Mapping[str, Any]) -> str:
+    """A short description of an entry's headline number (``ratio 0.912``, ``median 1.2 ms``)."""
+    if entry.get("kind") == "compare":
+        return f"ratio {float(entry['ratio']):.3g}"
+    median = entry.get("median")
+    if median is None:
+        median = _median(entry["samples"])
+    return f"median {_fmt_seconds(float(median))}"
+
+
+def _fmt_seconds(s: float) -> str:
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
+        if abs(s) >= scale:
+            return f"{s / scale:.3g} {unit}"
+    return f"{s / 1e-9:.3g} ns"
+
+
+def _describe_change(old: Mapping[str, Any], new_entry: Mapping[str, Any]) -> str:
+    before, after = summarize_entry(old), summarize_entry(new_entry)
+    if old.get("kind") == new_entry.get("kind") and before.split(" ")[0] == after.split(" ")[0]:
+        label = before.split(" ")[0]
+        text = f"{label} {before[len(label) + 1 :]} -> {after[len(label) + 1 :]}"
+    else:
+        text = f"{before} -> {after}"
+    if old.get("kind") == new_entry.get("kind") == "compare":
+        structure = judge_structure(
+            old.get("op_histograms", {}), new_entry.get("op_histograms", {})
+        )
+        if structure.n:
+            text += f"; {structure.message}"
+    return text
+
+
+def plan_update(
+    baseline: Baseline, recorded: Mapping[str, Mapping[str, Any]], ran_tests: set[str]
+) -> UpdatePlan:
+    """Entries after storing ``recorded`` (key -> entry from :func:`entry_from_record`).
+
+    New keys are added, existing ones replaced (a line ``key: ratio 0.95 -> 0.91`` when
+    something but the ``updated`` date differs), and entries of tests in ``ran_tests`` that
+    did not record that measurement this time are removed. Pass in ``ran_tests`` only tests
+    that ran to completion, or their entries are dropped.
+    """
+    entries: dict[str, Mapping[str, Any]] = dict(baseline.entries)
+    added: list[str] = []
+    changed: list[str] = []
+    removed: list[str] = []
+    lines: list[str] = []
+    for key in sorted(recorded):
+        entry = recorded[key]
+        old = entries.get(key)
+        entries[key] = entry
+        if old is None:
+            added.append(key)
+            lines.append(f"{key}: new, {summarize_entry(entry)}")
+        elif _without_date(old) != _without_date(entry):
+            changed.append(key)
+            lines.append(f"{key}: {_describe_change(old, entry)}")
+    for key in sorted(baseline.entries):
+        if key not in recorded and entry_test(key, baseline.entries[key]) in ran_tests:
+            del entries[key]
+            removed.append(key)
+            lines.append(f"{key}: removed (no longer measured)")
+    return UpdatePlan(dict(sorted(entries.items())), tuple(added), tuple(changed),
+                      tuple(removed), tuple(lines))  # fmt: skip
+
+
+def _without_date(entry: Mapping[str, Any]) -> dict[str, Any]:
+    return round_floats({k: v for k, v in entry.items() if k != "updated"})  # type: ignore[no-any-return]
+
+
+def unused_entries(baseline: Baseline, collected_test_ids: set[str]) -> list[str]:
+    """Sorted keys of entries whose test is not among ``collected_test_ids``.
+
+    Pass every test collected from the module (deselected ones included), not just the
+    ones that ran, or entries of deselected tests look unused.
+    """
+    return sorted(
+        key for key, entry in baseline.entries.items()
+        if entry_test(key, entry) not in collected_test_ids
+    )  # fmt: skip
+
+
+def prune_unused(baseline: Baseline, existing_test_ids: set[str]) -> UpdatePlan:
+    """Entries without those whose test no longer exists."""
+    gone = unused_entries(baseline, existing_test_ids)
+    entries = {k: v for k, v in baseline.entries.items() if k not in gone}
+    lines = tuple(f"{key}: removed (test no longer exists)" for key in gone)
+    return UpdatePlan(dict(sorted(entries.items())), removed=tuple(gone), lines=lines)
+
+
+# --------------------------------------------------------------------------- judging
+
+
+def judge_entry(
+    entry: Mapping[str, Any] | None,
+    record_dict: Mapping[str, Any],
+    environment: Mapping[str, Any],
+    *,
+    threshold: float = 0.05,
+    latency_threshold: float | None = None,
+    alpha: float = 0.01,
+) -> list[Verdict]:
+    """Verdicts of one measured record against its baseline entry (None: not stored yet).
+
+    compare -> ``[structure, ratio]``; latency -> ``[latency]`` (``not_comparable`` when the
+    fingerprint differs). ``latency_threshold`` defaults to ``threshold``.
+    """
+    kind = record_dict.get("kind")
+    lat_thr = threshold if latency_threshold is None else latency_threshold
+    if kind == "compare":
+        ratios = [float(x) for x in record_dict["block_ratios"]]
+        if entry is None or entry.get("kind") != "compare":
+            return [
+                judge_structure({}, op_histograms(record_dict)),
+                new("ratio", _median(ratios), len(ratios)),
+            ]
+        return [
+            judge_structure(entry.get("op_histograms", {}), op_histograms(record_dict)),
+            judge_ratio(ratios, float(entry["ratio"]), threshold=threshold, alpha=alpha),
+        ]
+    if kind == "latency":
+        samples = [float(x) for x in record_dict["samples"]]
+        if entry is None or entry.get("kind") != "latency":
+            return [new("latency", _median(samples), len(samples))]
+        ok, bad = fingerprint_matches(
+            fingerprint_of(entry.get("environment") or {}, entry.get("session") or {}),
+            fingerprint_of(environment, record_dict.get("session") or {}),
+        )
+        if not ok:
+            base = [float(x) for x in entry["samples"]]
+            return [not_comparable("latency", _median(samples), _median(base), bad, len(samples))]
+        return [judge_latency(samples, entry["samples"], threshold=lat_thr, alpha=alpha)]
+    raise ValueError(f"unknown record kind {kind!r}")

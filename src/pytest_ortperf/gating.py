@@ -1,0 +1,154 @@
+"""Gating as the recorder uses it: baseline entries of a test, verdicts, failure messages.
+
+The statistics live in :mod:`pytest_ortperf.gate` and the files in
+:mod:`pytest_ortperf.baseline`; this module ties them to test node ids and settings.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from .baseline import (
+    Baseline,
+    BaselineError,
+    baseline_path,
+    entry_key,
+    judge_entry,
+    load_baseline,
+)
+from .config import GateSettings
+from .gate import Outcome, Verdict, decide_early
+from .measure import StopRule
+
+VERDICTS_PROPERTY = "ortperf-verdicts"
+"""``user_properties`` entry carrying the verdicts of one measurement."""
+
+GATED = "gated"
+"""Key set in a record's dict when it came from ``latency``/``compare`` (baseline-able)."""
+
+
+def split_nodeid(nodeid: str) -> tuple[str, str]:
+    """``("tests/test_x.py", "test_y[p]")``: the module path and the id inside it.
+
+    Baseline keys use the id inside the module, so they survive a change of rootdir.
+    """
+    module, _, local = nodeid.partition("::")
+    return module, local or module
+
+
+def local_record(record: Mapping[str, Any]) -> dict[str, Any]:
+    """A record dict whose ``test`` is the id inside its module (as baseline keys are)."""
+    return {**record, "test": split_nodeid(str(record["test"]))[1]}
+
+
+class Baselines:
+    """The baseline files this process reads, each loaded once."""
+
+    def __init__(self, rootpath: Path) -> None:
+        self.rootpath = rootpath
+        self._loaded: dict[Path, Baseline] = {}
+
+    def path_of(self, nodeid: str) -> Path:
+        return baseline_path(self.rootpath / split_nodeid(nodeid)[0])
+
+    def load(self, path: Path) -> Baseline:
+        """The baseline at ``path`` (empty when missing); raises :class:`BaselineError`."""
+        if path not in self._loaded:
+            self._loaded[path] = load_baseline(path)
+        return self._loaded[path]
+
+    def entry(self, nodeid: str, name: str) -> Mapping[str, Any] | None:
+        baseline = self.load(self.path_of(nodeid))
+        return baseline.entries.get(entry_key(split_nodeid(nodeid)[1], name))
+
+
+class Gate:
+    """Judges the measurements of one test against its module's baseline file."""
+
+    def __init__(
+        self,
+        settings: GateSettings,
+        baselines: Baselines,
+        environment: Callable[[], Mapping[str, Any]],
+    ) -> None:
+        self.settings = settings
+        self.baselines = baselines
+        self.environment = environment
+
+    def entry(self, nodeid: str, name: str) -> Mapping[str, Any] | None:
+        """The stored entry; a broken baseline file fails the test with the file's error."""
+        try:
+            return self.baselines.entry(nodeid, name)
+        except BaselineError as exc:
+            raise GateFailure(f"ortperf baseline unusable: {exc}") from None
+
+    def stop_rule(self, entry: Mapping[str, Any] | None) -> StopRule | None:
+        """Adaptive stop of an interleaved compare: once the verdict is already clear."""
+        if entry is None or entry.get("kind") != "compare":
+            return None
+        baseline_ratio = float(entry["ratio"])
+        settings = self.settings
+
+        def clear(values: Sequence[Sequence[float]]) -> bool:
+            reference, candidate = values
+            ratios = [c / r for r, c in zip(reference, candidate, strict=True)]
+            return decide_early(
+                ratios, baseline_ratio, threshold=settings.threshold, alpha=settings.alpha
+            )
+
+        return clear
+
+    def judge(self, record: Mapping[str, Any], entry: Mapping[str, Any] | None) -> list[Verdict]:
+        return judge_entry(
+            entry,
+            local_record(record),
+            self.environment(),
+            threshold=self.settings.threshold,
+            alpha=self.settings.alpha,
+        )
+
+    def needs_confirmation(self, verdicts: Sequence[Verdict]) -> bool:
+        """A timing regression is re-measured once before it fails the test."""
+        return self.settings.confirm and any(
+            v.outcome is Outcome.REGRESSED and v.metric != "structure" for v in verdicts
+        )
+
+    def failing(self, verdicts: Sequence[Verdict]) -> list[Verdict]:
+        return [
+            v
+            for v in verdicts
+            if v.failed(self.settings.strict)
+            and (v.metric != "structure" or self.settings.structure)
+        ]
+
+
+class GateFailure(Exception):
+    """A measurement failed its gate (or its baseline could not be read)."""
+
+
+def failure_message(
+    test_name: str, failing: Sequence[Verdict], verdicts: Sequence[Verdict], confirmed: bool
+) -> str:
+    """The failing test's report: every verdict, the failing ones first, with hints."""
+    lines = [f"ortperf: {test_name!r} failed its performance gate"]
+    for verdict in [*failing, *(v for v in verdicts if v not in failing)]:
+        mark = "FAIL" if verdict in failing else "    "
+        lines.append(f"  {mark} {verdict.metric}: {verdict.message}")
+    if confirmed:
+        lines.append("  (the regression was confirmed by a second measurement at twice the budget)")
+    if any(v.outcome is Outcome.NEW for v in failing):
+        lines.append("  no baseline yet: run `pytest --ortperf --ortperf-update` to take one")
+    if any(v.outcome is Outcome.REGRESSED for v in failing):
+        lines.append("  if the change is intended, refresh the baseline with --ortperf-update")
+    return "\n".join(lines)
+
+
+def verdict_payload(record: Mapping[str, Any], verdicts: Sequence[Verdict]) -> dict[str, Any]:
+    """The ``user_properties`` value carrying a measurement's verdicts."""
+    return {
+        "test": record["test"],
+        "name": record["name"],
+        "verdicts": [v.to_dict() for v in verdicts],
+    }
