@@ -1,0 +1,251 @@
+"""Every gate outcome through real pytest runs, with scripted samples (no timing luck) and
+real sessions (the structure is ORT's own optimized graph)."""
+
+import json
+
+import numpy as np
+import pytest
+
+INNER = """
+import json, pathlib
+import pytest
+from pytest_ortperf import models
+from pytest_ortperf.testing import ScriptedEngine
+
+SCRIPT = json.loads(pathlib.Path(__file__).with_name("script.json").read_text())
+
+
+def test_attention(ort_session, ort_feeds, ortperf):
+    ortperf.engine = engine = ScriptedEngine(interleave=SCRIPT["compare"])
+    fusable = SCRIPT.get("fusable", True)
+    ref = ort_session(models.attention(fusable=fusable), optimization="disable")
+    cand = ort_session(models.attention(fusable=fusable))
+    try:
+        ortperf.compare(ref, cand, ort_feeds(ref, dims={"B": 1}), name="attention")
+    finally:
+        print("ENGINE LOG", engine.log)
+
+
+def test_latency(ort_session, ort_feeds, ortperf):
+    ortperf.engine = ScriptedEngine(measure=SCRIPT["latency"])
+    s = ort_session(models.linear_regression())
+    ortperf.latency(s, ort_feeds(s, dims={"N": 1}), name="lr")
+"""
+
+RUN = ("-p", "no:cacheprovider", "--ortperf-store=none", "-s")
+BASE = 1e-4
+
+
+def blocks(ratio, n=25, noise=0.0, seed=0):
+    """Scripted interleaved samples: reference ~BASE, candidate ratio times slower."""
+    rng = np.random.default_rng(seed)
+    ref = BASE * np.exp(rng.normal(0, noise, n)) if noise else np.full(n, BASE)
+    cand = ref * ratio * (np.exp(rng.normal(0, noise, n)) if noise else 1.0)
+    return [ref.tolist(), cand.tolist()]
+
+
+def latency_samples(scale, n=25):
+    return [BASE * scale * (1 + 0.001 * i) for i in range(n)]
+
+
+def write_script(pytester, *, compare, latency=None, fusable=True):
+    script = {
+        "compare": compare,
+        "latency": latency or [latency_samples(1.0)],
+        "fusable": fusable,
+    }
+    (pytester.path / "script.json").write_text(json.dumps(script))
+
+
+@pytest.fixture
+def suite(pytester):
+    pytester.makepyfile(test_perf=INNER)
+    return pytester
+
+
+def baseline_file(pytester):
+    return pytester.path / "__ortperf__" / "test_perf.json"
+
+
+def take_baseline(suite):
+    write_script(suite, compare=[blocks(0.9)])
+    result = suite.runpytest(*RUN, "--ortperf-update")
+    result.assert_outcomes(passed=2)
+    return result
+
+
+def test_no_baseline_is_new_and_passes_unless_strict(suite):
+    write_script(suite, compare=[blocks(0.9)])
+    result = suite.runpytest(*RUN, "--ortperf")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*test_perf.py::test_attention::attention*ratio*new*"])
+    assert not baseline_file(suite).exists()
+    strict = suite.runpytest(*RUN, "--ortperf", "--ortperf-strict")
+    strict.assert_outcomes(failed=2)
+    strict.stdout.fnmatch_lines(["*no baseline yet: run `pytest --ortperf --ortperf-update`*"])
+
+
+def test_update_writes_a_reviewable_baseline_and_a_rerun_is_ok(suite):
+    result = take_baseline(suite)
+    result.stdout.fnmatch_lines(
+        ["*baseline __ortperf__/test_perf.json updated:*", "*test_attention::attention: new*"]
+    )
+    data = json.loads(baseline_file(suite).read_text())
+    assert data["schema"] == 1
+    entry = data["entries"]["test_attention::attention"]
+    assert entry["kind"] == "compare" and entry["ratio"] == pytest.approx(0.9)
+    assert entry["op_histograms"]["candidate"]["FusedMatMul"] == 1
+    assert data["entries"]["test_latency::lr"]["kind"] == "latency"
+    again = suite.runpytest(*RUN, "--ortperf")
+    again.assert_outcomes(passed=2)
+    again.stdout.fnmatch_lines(["*test_attention::attention*ratio*ok*"])
+    assert "ENGINE LOG ['interleave']" in again.stdout.str()  # no confirmation needed
+
+
+def test_regression_fails_after_a_confirming_remeasure(suite):
+    take_baseline(suite)
+    write_script(suite, compare=[blocks(0.99)])  # 10% slower than the stored 0.9
+    result = suite.runpytest(*RUN, "--ortperf")
+    result.assert_outcomes(failed=1, passed=1)
+    out = result.stdout.str()
+    assert "ENGINE LOG ['interleave', ('scaled', 2.0), 'interleave']" in out
+    result.stdout.fnmatch_lines(
+        [
+            "*ortperf: 'attention' failed its performance gate*",
+            "*FAIL ratio: ratio 0.990 vs baseline 0.900: +10.0%*threshold 5%*-> regressed*",
+            "*structure: structure unchanged*",
+            "*confirmed by a second measurement at twice the budget*",
+            "*--ortperf-update*",
+        ]
+    )
+    assert "INTERNALERROR" not in out
+    assert result.ret == 1
+
+
+def test_unconfirmed_regression_passes(suite):
+    take_baseline(suite)
+    write_script(suite, compare=[blocks(0.99), blocks(0.9)])  # the re-measure disagrees
+    result = suite.runpytest(*RUN, "--ortperf")
+    result.assert_outcomes(passed=2)
+    assert "('scaled', 2.0)" in result.stdout.str()
+
+
+def test_improvement_passes_with_a_hint(suite):
+    take_baseline(suite)
+    write_script(suite, compare=[blocks(0.7)])
+    result = suite.runpytest(*RUN, "--ortperf")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(
+        ["*attention*ratio*improved*", "1 improved, 0 without baseline: pytest --ortperf --ortperf-update*"]
+    )
+
+
+def test_inconclusive_passes_unless_strict(suite):
+    take_baseline(suite)
+    # Median about 8% slower but so noisy that it is not significant with 8 blocks.
+    write_script(suite, compare=[blocks(0.97, n=8, noise=0.3, seed=3)])
+    result = suite.runpytest(*RUN, "--ortperf")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*attention*ratio*inconclusive*"])
+    strict = suite.runpytest(*RUN, "--ortperf", "--ortperf-strict")
+    strict.assert_outcomes(failed=1, passed=1)
+    strict.stdout.fnmatch_lines(["*FAIL ratio:*inconclusive*"])
+
+
+def test_marker_threshold_relaxes_one_test(suite):
+    take_baseline(suite)
+    write_script(suite, compare=[blocks(0.99)])
+    source = (suite.path / "test_perf.py").read_text().replace(
+        "def test_attention", "@pytest.mark.ortperf(threshold='20%')\ndef test_attention"
+    )
+    (suite.path / "test_perf.py").write_text(source)
+    suite.runpytest(*RUN, "--ortperf").assert_outcomes(passed=2)
+
+
+def test_lost_fusion_fails_on_structure(suite):
+    take_baseline(suite)
+    write_script(suite, compare=[blocks(0.9)], fusable=False)
+    result = suite.runpytest(*RUN, "--ortperf")
+    result.assert_outcomes(failed=1, passed=1)
+    result.stdout.fnmatch_lines(
+        ["*FAIL structure: candidate lost fusion: FusedMatMul 1 -> 0, MatMul 3 -> 4, Transpose 0 -> 1*"]
+    )
+
+
+def test_structure_false_marker_only_reports_it(suite):
+    take_baseline(suite)
+    write_script(suite, compare=[blocks(0.9)], fusable=False)
+    source = (suite.path / "test_perf.py").read_text().replace(
+        "def test_attention", "@pytest.mark.ortperf(structure=False)\ndef test_attention"
+    )
+    (suite.path / "test_perf.py").write_text(source)
+    result = suite.runpytest(*RUN, "--ortperf")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*attention*structure*regressed*"])
+
+
+def test_latency_gated_on_the_same_machine_only(suite):
+    take_baseline(suite)
+    write_script(suite, compare=[blocks(0.9)], latency=[latency_samples(1.3)])
+    result = suite.runpytest(*RUN, "--ortperf")
+    result.assert_outcomes(failed=1, passed=1)
+    result.stdout.fnmatch_lines(["*FAIL latency:*regressed*"])
+    data = json.loads(baseline_file(suite).read_text())
+    data["entries"]["test_latency::lr"]["environment"]["cpu_model"] = "Another CPU"
+    baseline_file(suite).write_text(json.dumps(data))
+    other = suite.runpytest(*RUN, "--ortperf")
+    other.assert_outcomes(passed=2)
+    other.stdout.fnmatch_lines(["*test_latency::lr*latency*not_comparable*"])
+
+
+def test_unused_entries_are_reported_and_pruned_by_update(suite):
+    take_baseline(suite)
+    source = (suite.path / "test_perf.py").read_text().replace("def test_latency", "def test_latency_renamed")
+    (suite.path / "test_perf.py").write_text(source)
+    result = suite.runpytest(*RUN, "--ortperf")
+    result.stdout.fnmatch_lines(
+        ["*1 unused baseline entries in __ortperf__/test_perf.json*test_latency::lr*"]
+    )
+    update = suite.runpytest(*RUN, "--ortperf-update")
+    update.stdout.fnmatch_lines(["*test_latency::lr: removed (test no longer exists)*"])
+    entries = json.loads(baseline_file(suite).read_text())["entries"]
+    assert sorted(entries) == ["test_attention::attention", "test_latency_renamed::lr"]
+
+
+def test_update_respects_k_and_reports_old_to_new(suite):
+    take_baseline(suite)
+    write_script(suite, compare=[blocks(0.99)], latency=[latency_samples(2.0)])
+    result = suite.runpytest(*RUN, "--ortperf-update", "-k", "attention")
+    result.assert_outcomes(passed=1, deselected=1)
+    result.stdout.fnmatch_lines(["*test_attention::attention: ratio 0.9 -> 0.99*"])
+    entries = json.loads(baseline_file(suite).read_text())["entries"]
+    assert entries["test_latency::lr"]["median"] == pytest.approx(BASE * 1.012)  # untouched
+
+
+def test_corrupt_baseline_fails_clearly_and_is_kept(suite):
+    take_baseline(suite)
+    text = baseline_file(suite).read_text().replace('"schema": 1', '"schema": 1,,', 1)
+    baseline_file(suite).write_text(text)
+    result = suite.runpytest(*RUN, "--ortperf")
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines(["*ortperf baseline unusable: *test_perf.json:*:*invalid JSON*"])
+    assert "INTERNALERROR" not in result.stdout.str()
+    assert baseline_file(suite).read_text() == text  # never overwritten without --ortperf-update
+
+
+def test_newer_schema_asks_for_an_upgrade(suite):
+    take_baseline(suite)
+    data = json.loads(baseline_file(suite).read_text())
+    data["schema"] = 99
+    baseline_file(suite).write_text(json.dumps(data))
+    result = suite.runpytest(*RUN, "--ortperf")
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines(["*newer pytest-ortperf (schema 99 > 1); upgrade the plugin*"])
+
+
+def test_update_never_fails_for_a_regression(suite):
+    take_baseline(suite)
+    write_script(suite, compare=[blocks(1.5)], fusable=False)
+    result = suite.runpytest(*RUN, "--ortperf-update")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*test_attention::attention: ratio 0.9 -> 1.5*"])
