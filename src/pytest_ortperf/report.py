@@ -102,3 +102,25 @@ def summary_lines(
                 "pytest --ortperf --ortperf-update records them"
             )
     return lines
+
+
+def compact_property(key: str, value: object) -> object:
+    """One readable line for an ``ortperf`` / ``ortperf-verdicts`` user property (other
+    properties unchanged): what ``--junitxml`` shows."""
+    if not isinstance(value, Mapping):
+        return value
+    if key == "ortperf-verdicts":
+        outcomes = ", ".join(f"{v['metric']}={v['outcome']}" for v in value["verdicts"])
+        return f"{value['name']}: {outcomes}"
+    if key == "ortperf" and value.get("kind") == "compare":
+        return (
+            f"{value['name']}: ratio {value['ratio']:.4g} "
+            f"[{value['low']:.4g}, {value['high']:.4g}] via {value['api']}"
+        )
+    if key == "ortperf" and value.get("kind") == "latency":
+        summary = value["summary"]
+        return (
+            f"{value['name']}: median {format_seconds(summary['median'])}, "
+            f"IQR {format_seconds(summary['iqr'])}, n={summary['n']} via {value['api']}"
+        )
+    return value

@@ -51,9 +51,21 @@ class OrtperfState:
 
     # ------------------------------------------------------------------ gathering
 
+    @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        if report.when != "call" or not self.settings.enabled:
+        if not self.settings.enabled:
             return
+        from .report import compact_property
+
+        if report.when == "call":
+            self._gather(report)
+        # Every phase's report carries the test's user_properties: later readers (the
+        # --junitxml properties) get one readable line per measurement, not raw samples.
+        report.user_properties = [
+            (key, compact_property(key, value)) for key, value in report.user_properties
+        ]
+
+    def _gather(self, report: pytest.TestReport) -> None:
         from .gating import GATED, VERDICTS_PROPERTY
 
         if report.passed:
