@@ -7,3 +7,30 @@ functions that need them.
 from __future__ import annotations
 
 __version__ = "0.1.0"
+
+import importlib
+from typing import Any
+
+# Public names imported on first access, keeping ``import pytest_ortperf`` cheap.
+_LAZY: dict[str, str] = {
+    "read_profile": "pytest_ortperf.profile",
+    "compare_profiles": "pytest_ortperf.profile",
+    "Profile": "pytest_ortperf.profile",
+    "ProfileComparison": "pytest_ortperf.profile",
+    "profile_session": "pytest_ortperf.profiler",
+    "peak_memory": "pytest_ortperf.profiler",
+    "MemoryResult": "pytest_ortperf.profiler",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_LAZY])
