@@ -8,6 +8,6 @@ import sqlalchemy  # noqa: F401
 
 import pytest_ortperf.measure
 import pytest_ortperf.models
-import pytest_ortperf.recorder  # noqa: F401
-import pytest_ortperf.store  # noqa: F401
+import pytest_ortperf.recorder
+import pytest_ortperf.store
 import pytest_ortperf.testing  # noqa: F401

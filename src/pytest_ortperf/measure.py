@@ -13,7 +13,6 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-
 Call = Callable[[], object]
 Clock = Callable[[], int]
 StopRule = Callable[[Sequence[Sequence[float]]], bool]

@@ -14,7 +14,11 @@ import pytest
 from .config import MarkerError, OrtperfConfig, marker_settings
 from .state import STATE_KEY, OrtperfState
 
+UPDATE_BUDGET_FACTOR = 3.0
+"""``--ortperf-update`` measures baselines with this many times the budget."""
+
 if TYPE_CHECKING:
+    from .profile import Profile
     from .recorder import Recorder
     from .runapi import OrtBinding
     from .session import OrtSession
@@ -206,6 +210,25 @@ def ort_binding() -> Callable[..., OrtBinding]:
 
 
 @pytest.fixture
+def ort_profiler(request: pytest.FixtureRequest) -> Callable[..., Profile]:
+    """Factory: ``ort_profiler(session_or_model, feeds, *, runs=10, warmup=3)``: per-node
+    kernel timings of ``runs`` runs on a separate profiling session, warm-up excluded, the
+    profile file in a temp dir that is removed. In smoke mode: one run, no warm-up."""
+    from .profiler import profile_session
+
+    measured = request.config.stash[STATE_KEY].settings.enabled
+
+    def factory(
+        session_or_model: Any, feeds: Mapping[str, Any], *, runs: int = 10, warmup: int = 3
+    ) -> Profile:
+        if not measured:
+            runs, warmup = 1, 0
+        return profile_session(session_or_model, feeds, runs=runs, warmup=warmup)
+
+    return factory
+
+
+@pytest.fixture
 def ortperf(request: pytest.FixtureRequest) -> Generator[Recorder, None, None]:
     """The recorder: ``ortperf.latency``, ``ortperf.compare``, ``ortperf.rank``,
     ``ortperf.api_sweep``. Measures for real under ``--ortperf``, runs once otherwise."""
@@ -224,11 +247,16 @@ def ortperf(request: pytest.FixtureRequest) -> Generator[Recorder, None, None]:
     except MarkerError as exc:
         pytest.fail(str(exc), pytrace=False)
     gated = settings.enabled and not settings.update
+    engine = Engine(engine_config)
+    if settings.update:
+        # A baseline is judged against many later runs: its own error should be small.
+        engine = engine.scaled(UPDATE_BUDGET_FACTOR)
     recorder = Recorder(
         test=node.nodeid,
         measured=settings.enabled,
-        engine=Engine(engine_config),
+        engine=engine,
         user_properties=node.user_properties,
         gate=Gate(gate_settings, state.baselines, environment) if gated else None,
+        profile_arms=settings.update,
     )
     yield recorder

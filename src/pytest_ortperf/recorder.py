@@ -11,7 +11,7 @@ import pytest
 
 from .gating import GATED, VERDICTS_PROPERTY, Gate, GateFailure, failure_message, verdict_payload
 from .measure import Engine, Samples, StopRule, smoke
-from .results import USER_PROPERTY, Comparison, LatencyResult, OutputDiff, Record
+from .results import USER_PROPERTY, Comparison, LatencyResult, MemoryRecord, OutputDiff, Record
 from .runapi import APIS, Call, OrtBinding, binding_call, make_call
 from .session import OrtSession
 from .stats import paired_ratio, ratio_of_blocks
@@ -20,6 +20,12 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from .gate import Verdict
+    from .profile import Profile
+    from .profiler import MemoryResult
+
+OP_SHARES = "op_shares"
+"""Record key: ``{role: {op type: share of kernel time}}`` of a compare's two arms."""
+PROFILE_PROPERTY = "ortperf-profile"
 
 Feeds = Mapping[str, np.ndarray[Any, Any]]
 R = TypeVar("R", LatencyResult, Comparison)
@@ -105,22 +111,33 @@ class Recorder:
         engine: Engine,
         user_properties: list[tuple[str, object]],
         gate: Gate | None = None,
+        profile_arms: bool = False,
     ) -> None:
         self.test = test
         self.measured = measured
         self.engine = engine
         self.gate = gate
+        self.profile_arms = profile_arms
+        """Profile both arms of each compare (outside the timed runs) and keep each op
+        type's share of kernel time with the record: ``--ortperf-update`` stores them in
+        the baseline, so a later regression can say which op types moved."""
         self.records: list[Record] = []
         self._user_properties = user_properties
 
     def _record(
-        self, record: Record, *, gated: bool = False, verdicts: Sequence[Verdict] = ()
+        self,
+        record: Record,
+        *,
+        gated: bool = False,
+        verdicts: Sequence[Verdict] = (),
+        extra: Mapping[str, Any] | None = None,
     ) -> None:
         self.records.append(record)
         if self.measured:
             payload = record.to_dict()
             if gated:
                 payload[GATED] = True
+            payload.update(extra or {})
             self._user_properties.append((USER_PROPERTY, payload))
             if verdicts:
                 self._user_properties.append(
@@ -135,12 +152,21 @@ class Recorder:
         except GateFailure as exc:
             pytest.fail(str(exc), pytrace=False)
 
-    def _enforce(self, name: str, verdicts: Sequence[Verdict], confirmed: bool) -> None:
+    def _enforce(
+        self,
+        name: str,
+        verdicts: Sequence[Verdict],
+        confirmed: bool,
+        attribution: Callable[[], list[str]] | None = None,
+    ) -> None:
         if self.gate is None:
             return
         failing = self.gate.failing(verdicts)
         if failing:
-            pytest.fail(failure_message(name, failing, verdicts, confirmed), pytrace=False)
+            message = failure_message(name, failing, verdicts, confirmed)
+            if attribution is not None and any(v.metric != "structure" for v in failing):
+                message += "\n" + "\n".join(attribution())
+            pytest.fail(message, pytrace=False)
 
     def _time(self, call: Call) -> Samples:
         return self.engine.measure(call) if self.measured else smoke(call, self.engine.clock)
@@ -267,8 +293,76 @@ class Recorder:
             )
 
         result, verdicts, confirmed = self._judged(measure, entry)
-        self._record(result, gated=True, verdicts=verdicts)
-        self._enforce(label, verdicts, confirmed)
+        arms = {"reference": reference, "candidate": candidate}
+        extra = {}
+        if self.measured and self.profile_arms:
+            extra[OP_SHARES] = {role: op_shares(s, feeds) for role, s in arms.items()}
+        self._record(result, gated=True, verdicts=verdicts, extra=extra)
+        self._enforce(label, verdicts, confirmed, lambda: attribution(arms, feeds, entry))
+        return result
+
+    def profile(
+        self,
+        target: Target,
+        feeds: Feeds | None = None,
+        *,
+        name: str | None = None,
+        runs: int = 10,
+        warmup: int = 3,
+    ) -> Profile:
+        """Per-node kernel timings of ``runs`` runs on a separate profiling session (never
+        mixed into latency samples). Under ``--ortperf`` its per-op summary is stored with
+        the measurement of the same ``name`` in this test."""
+        from .profiler import profile_session
+
+        session = target.session if isinstance(target, OrtBinding) else target
+        if feeds is None:
+            if not isinstance(target, OrtBinding):
+                raise ValueError(f"feeds are required to profile session {session.label!r}")
+            feeds = target.feeds
+        profile = profile_session(
+            session, feeds, runs=runs if self.measured else 1, warmup=warmup if self.measured else 0
+        )
+        if self.measured:
+            columns = ["op_type", "total_us", "count_per_run", "share"]
+            summary = [
+                {"op_type": str(op), "total_us": total, "count": count, "share": share}
+                for op, total, count, share in profile.by_op()[columns].to_numpy().tolist()
+            ]
+            self._user_properties.append(
+                (
+                    PROFILE_PROPERTY,
+                    {"test": self.test, "name": name or session.label, "by_op": summary},
+                )
+            )
+        return profile
+
+    def memory(
+        self,
+        target: Target,
+        feeds: Feeds | None = None,
+        *,
+        api: str | None = None,
+        name: str | None = None,
+        runs: int = 5,
+    ) -> MemoryResult:
+        """Peak memory of the process during each of ``runs`` calls (Linux: the kernel's
+        high-water mark, reset before each call where permitted). In smoke mode: one run."""
+        from .profiler import peak_memory
+
+        call, _, api, session = self._calls(target, feeds, api)
+        result = peak_memory(call, runs=runs if self.measured else 1)
+        self._record(
+            MemoryRecord(
+                test=self.test,
+                name=name or session.label,
+                api=api,
+                peak_bytes=tuple(result.peak_bytes),
+                baseline_bytes=result.baseline_bytes,
+                method=result.method,
+                measured=self.measured,
+            )
+        )
         return result
 
     def _arm(
@@ -347,3 +441,45 @@ class Recorder:
         frame = pd.DataFrame(rows).sort_values("median", ignore_index=True)
         frame["ratio_to_fastest"] = frame["median"] / frame["median"].iloc[0]
         return frame
+
+
+def op_shares(session: OrtSession, feeds: Feeds, runs: int = 10) -> dict[str, float]:
+    """Each op type's share of kernel time, from a short profile on a separate session."""
+    from .profiler import profile_session
+
+    by_op = profile_session(session, feeds, runs=runs, warmup=3).by_op()
+    shares = by_op.groupby("op_type")["share"].sum()
+    return {str(op): round(float(share), 4) for op, share in shares.items()}
+
+
+def attribution(
+    arms: Mapping[str, OrtSession], feeds: Feeds, entry: Mapping[str, Any] | None
+) -> list[str]:
+    """Which op types moved: each arm profiled now (outside the timed runs), its shares of
+    kernel time against those stored in the baseline; without stored shares, the
+    candidate's profile against the reference's."""
+    try:
+        now = {role: op_shares(session, feeds) for role, session in arms.items()}
+    except Exception as exc:  # attribution must never hide the verdict it explains
+        return [f"  (no attribution: profiling failed: {type(exc).__name__}: {exc})"]
+    stored = (entry or {}).get(OP_SHARES)
+    if not stored:
+        from .profiler import profile_session
+
+        base = profile_session(arms["reference"], feeds, runs=10)
+        cand = profile_session(arms["candidate"], feeds, runs=10)
+        lines = base.compare(cand).summary_lines()
+        return [
+            "  where the time goes now, reference -> candidate (no shares in the baseline):"
+        ] + [f"    {line}" for line in lines]
+    lines = ["  op types whose share of kernel time moved most, baseline -> now:"]
+    for role in ("candidate", "reference"):
+        before, after = stored.get(role, {}), now[role]
+        moves = sorted(
+            ((op, before.get(op, 0.0), after.get(op, 0.0)) for op in set(before) | set(after)),
+            key=lambda m: -abs(m[2] - m[1]),
+        )
+        for op, b, a in moves[:3]:
+            if abs(a - b) >= 0.005:
+                lines.append(f"    {role} {op}: {b:.1%} -> {a:.1%}")
+    return lines

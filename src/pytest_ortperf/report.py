@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .results import Comparison, LatencyResult, Record
+from .results import Comparison, LatencyResult, MemoryRecord, Record
 
 WIDTH = 100
 
@@ -78,6 +78,14 @@ def summary_lines(
             ("comparison (candidate/reference)", "ratio", "95% CI", "ref", "cand"),
             rows,
         )
+    memories = [r for r in records if isinstance(r, MemoryRecord)]
+    if memories:
+        if lines:
+            lines.append("")
+        memory_rows = [
+            (f"{m.test}::{m.name}", m.api, f"{m.peak / 2**20:.1f} MiB", m.method) for m in memories
+        ]
+        lines += _table(("memory", "api", "peak RSS", "method"), memory_rows)
     gate_rows = []
     for payload in verdicts:
         for verdict in payload["verdicts"]:

@@ -213,7 +213,50 @@ class Comparison:
         )
 
 
-Record = LatencyResult | Comparison
+@dataclass(frozen=True)
+class MemoryRecord:
+    """Peak resident memory of the process during each measured call, in bytes."""
+
+    test: str
+    name: str
+    api: str
+    peak_bytes: tuple[int, ...]
+    baseline_bytes: int
+    method: str
+    measured: bool
+
+    kind = "memory"
+
+    @property
+    def peak(self) -> int:
+        return max(self.peak_bytes)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "test": self.test,
+            "name": self.name,
+            "api": self.api,
+            "peak_bytes": list(self.peak_bytes),
+            "baseline_bytes": self.baseline_bytes,
+            "method": self.method,
+            "measured": self.measured,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> MemoryRecord:
+        return cls(
+            test=str(data["test"]),
+            name=str(data["name"]),
+            api=str(data["api"]),
+            peak_bytes=tuple(int(x) for x in data["peak_bytes"]),
+            baseline_bytes=int(data["baseline_bytes"]),
+            method=str(data["method"]),
+            measured=bool(data["measured"]),
+        )
+
+
+Record = LatencyResult | Comparison | MemoryRecord
 
 
 def record_from_dict(data: Mapping[str, Any]) -> Record:
@@ -223,6 +266,8 @@ def record_from_dict(data: Mapping[str, Any]) -> Record:
         return LatencyResult.from_dict(data)
     if kind == Comparison.kind:
         return Comparison.from_dict(data)
+    if kind == MemoryRecord.kind:
+        return MemoryRecord.from_dict(data)
     raise ValueError(f"unknown ortperf record kind {kind!r}")
 
 

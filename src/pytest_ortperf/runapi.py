@@ -64,7 +64,7 @@ class OrtBinding:
         self.session = session
         self.device = device
         self.device_id = device_id
-        self._feeds = {name: feeds[name] for name in session.input_names}
+        self.feeds = {name: feeds[name] for name in session.input_names}
         self.binding = session.sess.io_binding()
         self._inputs: dict[str, ort.OrtValue] = {}
         for name in session.input_names:
@@ -103,7 +103,7 @@ class OrtBinding:
         plain = dict(
             zip(
                 self.bound_by_name,
-                self.session.sess.run(list(self.bound_by_name), self._feeds),
+                self.session.sess.run(list(self.bound_by_name), self.feeds),
                 strict=True,
             )
         )
@@ -116,7 +116,7 @@ class OrtBinding:
         """Copy new input values (same shapes and dtypes) into the bound buffers."""
         for name, array in feeds.items():
             self._inputs[name].update_inplace(np.ascontiguousarray(array))
-            self._feeds[name] = array
+            self.feeds[name] = array
 
     def __repr__(self) -> str:
         extra = f", bound_by_name={list(self.bound_by_name)}" if self.bound_by_name else ""

@@ -34,6 +34,7 @@ class OrtperfState:
         self.records: list[Record] = []
         self.verdicts: list[dict[str, Any]] = []
         self.baseline_records: list[dict[str, Any]] = []
+        self.profiles: dict[tuple[str, str], list[dict[str, Any]]] = {}
         self.passed: set[str] = set()
         self.collected: set[str] = set()
         self.started = time.time()
@@ -67,6 +68,7 @@ class OrtperfState:
 
     def _gather(self, report: pytest.TestReport) -> None:
         from .gating import GATED, VERDICTS_PROPERTY
+        from .recorder import PROFILE_PROPERTY
 
         if report.passed:
             self.passed.add(report.nodeid)
@@ -77,6 +79,8 @@ class OrtperfState:
                     self.baseline_records.append(dict(value))
             elif key == VERDICTS_PROPERTY and isinstance(value, Mapping):
                 self.verdicts.append(dict(value))
+            elif key == PROFILE_PROPERTY and isinstance(value, Mapping):
+                self.profiles[(str(value["test"]), str(value["name"]))] = list(value["by_op"])
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
@@ -110,6 +114,7 @@ class OrtperfState:
                 git=git_info(config.rootpath),
                 environment=environment(),
                 records=self.records,
+                profiles=self.profiles,
             )
         except StoreError as exc:
             self.notes.append(f"results NOT stored: {exc}")
@@ -133,12 +138,15 @@ class OrtperfState:
             write_baseline,
         )
         from .gating import local_record, split_nodeid
+        from .recorder import OP_SHARES
 
         partial = _partial_run(config)
         recorded: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
         for payload in self.baseline_records:
             module, local = split_nodeid(str(payload["test"]))
             entry = entry_from_record(local_record(payload), environment())
+            if payload.get(OP_SHARES):
+                entry[OP_SHARES] = payload[OP_SHARES]
             recorded[module][entry_key(local, str(payload["name"]))] = entry
         ran: dict[str, set[str]] = defaultdict(set)
         for nodeid in self.passed:

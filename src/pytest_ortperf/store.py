@@ -28,6 +28,7 @@ from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.pool import NullPool
 
 from .results import Comparison, LatencyResult, OutputDiff, Record, SessionInfo
+from .stats import Summary
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -333,6 +334,9 @@ def _measurement_row(run_id: int, record: Record) -> dict[str, Any]:
         "confidence": None,
         "ref_median": None,
         "ref_samples": None,
+        # Bulk inserts need the same keys in every row: kinds without a summary leave
+        # these empty.
+        **dict.fromkeys(Summary.__dataclass_fields__),
     }
     if isinstance(record, LatencyResult):
         row.update(_summary_columns(record))
