@@ -110,9 +110,11 @@ class Gate:
         )
 
     def needs_confirmation(self, verdicts: Sequence[Verdict]) -> bool:
-        """A timing regression is re-measured once before it fails the test."""
+        """A timing verdict that is regressed, or inconclusive, is re-measured once (at
+        twice the budget) before it is final: noise gets a second chance to cancel."""
         return self.settings.confirm and any(
-            v.outcome is Outcome.REGRESSED and v.metric != "structure" for v in verdicts
+            v.outcome in (Outcome.REGRESSED, Outcome.INCONCLUSIVE) and v.metric != "structure"
+            for v in verdicts
         )
 
     def failing(self, verdicts: Sequence[Verdict]) -> list[Verdict]:
@@ -137,7 +139,7 @@ def failure_message(
         mark = "FAIL" if verdict in failing else "    "
         lines.append(f"  {mark} {verdict.metric}: {verdict.message}")
     if confirmed:
-        lines.append("  (the regression was confirmed by a second measurement at twice the budget)")
+        lines.append("  (the verdict of a second measurement, at twice the budget)")
     if any(v.outcome is Outcome.NEW for v in failing):
         lines.append("  no baseline yet: run `pytest --ortperf --ortperf-update` to take one")
     if any(v.outcome is Outcome.REGRESSED for v in failing):
