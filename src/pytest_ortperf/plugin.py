@@ -135,7 +135,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
     state = config.stash.get(STATE_KEY, None)
-    if state is None or not state.settings.enabled or not state.records:
+    if state is None or not state.settings.enabled or not (state.records or state.notes):
         return
     from .report import summary_lines
 
