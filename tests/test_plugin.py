@@ -128,8 +128,8 @@ def test_injected_samples_drive_the_summary(pytester):
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(
         [
-            "test_injected_samples_drive_the_summary.py::test_fixed::fixed*run*3ms*2ms*5",
-            "test_injected_samples_drive_the_summary.py::test_fixed::aa*1.100*[[]1.100, 1.100]*1ms*1.1ms",
+            "test_injected_samples_drive_the_summary.py::test_fixed::fixed*run*3.00 ms*2.00 ms*5",
+            "test_injected_samples_drive_the_summary.py::test_fixed::aa*1.100*[[]1.100, 1.100]*1.00 ms*1.10 ms",
         ]
     )
 

@@ -39,6 +39,7 @@ from .gate import (
     new,
     not_comparable,
 )
+from .report import format_seconds
 
 SCHEMA_VERSION = 1
 DIRNAME = "__ortperf__"
@@ -354,14 +355,7 @@ def summarize_entry(entry: Mapping[str, Any]) -> str:
     median = entry.get("median")
     if median is None:
         median = _median(entry["samples"])
-    return f"median {_fmt_seconds(float(median))}"
-
-
-def _fmt_seconds(s: float) -> str:
-    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
-        if abs(s) >= scale:
-            return f"{s / scale:.3g} {unit}"
-    return f"{s / 1e-9:.3g} ns"
+    return f"median {format_seconds(float(median))}"
 
 
 def _describe_change(old: Mapping[str, Any], new_entry: Mapping[str, Any]) -> str:

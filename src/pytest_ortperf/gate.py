@@ -33,6 +33,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from .report import format_seconds
+
 FloatArray = npt.NDArray[np.float64]
 
 EXACT_MAX_N = 100
@@ -341,13 +343,6 @@ def _pct(x: float) -> str:
     return f"{x * 100:+.1f}%"
 
 
-def _fmt_seconds(s: float) -> str:
-    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
-        if abs(s) >= scale:
-            return f"{s / scale:.3g} {unit}"
-    return f"{s / 1e-9:.3g} ns"
-
-
 def _verdict(
     metric: str,
     shift: Shift,
@@ -439,7 +434,7 @@ def judge_latency(
     y = np.log(_positive(baseline_samples, "baseline latency samples"))
     shift = rank_sum_shift(x, y, alpha)
     baseline = float(np.median(np.exp(y)))
-    return _verdict("latency", shift, baseline, threshold, alpha, _fmt_seconds, "blocks")
+    return _verdict("latency", shift, baseline, threshold, alpha, format_seconds, "blocks")
 
 
 def decide_early(
@@ -583,7 +578,7 @@ def not_comparable(
     """A verdict for a latency measured on another machine or settings: reported only."""
     change = current / baseline - 1.0 if baseline > 0 else 0.0
     message = (
-        f"{metric} {_fmt_seconds(current)} vs baseline {_fmt_seconds(baseline)} "
+        f"{metric} {format_seconds(current)} vs baseline {format_seconds(baseline)} "
         f"({_pct(change)}): not comparable here ({', '.join(keys)} differ), not gated"
     )
     return Verdict(
@@ -594,7 +589,7 @@ def not_comparable(
 
 def new(metric: str, current: float, n: int = 0) -> Verdict:
     """A verdict for a measurement without baseline entry."""
-    shown = _fmt_seconds(current) if metric == "latency" else _fmt_ratio(current)
+    shown = format_seconds(current) if metric == "latency" else _fmt_ratio(current)
     message = f"{metric} {shown}: no baseline (run with --ortperf-update to store it)"
     return Verdict(
         metric, Outcome.NEW, math.nan, current, math.nan, math.nan, math.nan, 0.0, 0.0, None, n,

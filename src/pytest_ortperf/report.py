@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -10,16 +11,15 @@ from .results import Comparison, LatencyResult, MemoryRecord, Record
 WIDTH = 100
 
 
-def format_seconds(seconds: float) -> str:
-    """A duration with a unit that keeps 3-4 significant digits: ``5.12us``, ``12.3ms``."""
-    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
-        if abs(seconds) >= scale:
-            return (
-                f"{seconds / scale:.3g}{unit}"
-                if seconds / scale < 100
-                else (f"{seconds / scale:.0f}{unit}")
-            )
-    return f"{seconds / 1e-9:.0f}ns"
+def format_seconds(seconds: float | None) -> str:
+    """A duration with a unit and 3 significant digits: ``812 ns``, ``45.3 us``,
+    ``1.00 ms``; ``-`` for None or NaN."""
+    if seconds is None or math.isnan(seconds):
+        return "-"
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6), ("ns", 1e-9)):
+        if abs(seconds) >= scale or unit == "ns":
+            return f"{seconds / scale:#.3g}".rstrip(".") + f" {unit}"
+    raise AssertionError("unreachable")
 
 
 def _shorten(text: str, width: int) -> str:
