@@ -6,6 +6,14 @@ import onnxruntime  # noqa: F401
 import pandas  # noqa: F401
 import sqlalchemy  # noqa: F401
 
+try:  # the HTML report's charts
+    import matplotlib.backends.backend_agg
+    import matplotlib.figure
+    import matplotlib.patches
+    import matplotlib.ticker  # noqa: F401
+except ImportError:
+    pass
+
 import pytest_ortperf.measure
 import pytest_ortperf.models
 import pytest_ortperf.recorder

@@ -294,6 +294,20 @@ def cmd_prune(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_report(args: argparse.Namespace) -> int:
+    from .html_report import build_html
+    from .outputs import report_input_from_store, write_atomic
+
+    data = report_input_from_store(_store(args), args.run, args.last)
+    target = Path(args.output)
+    try:
+        write_atomic(target, build_html(data))
+    except OSError as exc:
+        raise UsageError(f"cannot write {target}: {exc.strerror or exc}") from None
+    print(f"wrote the report of run {data.run_id} to {target}", file=sys.stderr)
+    return EXIT_OK
+
+
 # --------------------------------------------------------------------------------------------
 # Parser
 
@@ -397,12 +411,35 @@ def _add_prune(sub: Subparsers, common: argparse.ArgumentParser) -> None:
     p.set_defaults(func=cmd_prune)
 
 
+def _add_report(sub: Subparsers, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser(
+        "report",
+        parents=[common],
+        help="write the HTML report of a stored run",
+        description="Write one self-contained HTML file for a stored run: its measurements, "
+        "ratios, latency distributions, profiles and the history of the last K runs. "
+        "Verdicts are not stored: they are only in reports written during the run "
+        "(pytest --ortperf --ortperf-report=FILE.html).",
+    )
+    p.add_argument("-o", "--output", required=True, metavar="FILE.html", help="file to write")
+    p.add_argument("--run", default="latest", help="an id, 'latest' or 'latest~N' (default latest)")
+    p.add_argument(
+        "--last",
+        type=_positive_int,
+        default=10,
+        metavar="K",
+        help="history over the last K runs (default 10)",
+    )
+    p.set_defaults(func=cmd_report)
+
+
 COMMANDS: list[Callable[[Subparsers, argparse.ArgumentParser], None]] = [
     _add_history,
     _add_runs,
     _add_compare,
     _add_export,
     _add_prune,
+    _add_report,
 ]
 
 

@@ -1,0 +1,693 @@
+"""The HTML report: one self-contained file (inline CSS and JS, charts as base64 PNG).
+
+:func:`build_html` turns a :class:`ReportInput` into the page's text; it does no I/O beyond
+drawing charts in memory. Without matplotlib the page holds the tables and a line saying how
+to get the charts. Sections: outcomes (failures first), comparisons against their baselines,
+latency distributions, run-API sweeps, per-op profiles, history from the store, environment.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from functools import partial
+from typing import Any
+
+from . import report_charts as charts
+from .report import format_seconds
+from .results import Comparison, LatencyResult, Record
+
+SWEEP_PREFIX = "api:"
+"""Records named ``api:<api>`` come from ``ortperf.api_sweep``."""
+
+OUTCOME_ORDER = {
+    "regressed": 0,
+    "inconclusive": 1,
+    "new": 2,
+    "improved": 3,
+    "not_comparable": 4,
+    "ok": 5,
+    "recorded": 6,
+}
+FAILING = ("regressed", "inconclusive")
+MAX_BOXES = 30
+MAX_RATIOS = 60
+MAX_PANELS = 12
+MAX_OPS = 15
+SCROLL_ROWS = 16
+PLOTS_HINT = "Charts need matplotlib: pip install pytest-ortperf[plots]"
+
+HistoryKey = tuple[str, str, str, str]
+"""(test, name, kind, api) of a stored measurement."""
+
+
+@dataclass(frozen=True)
+class HistoryPoint:
+    """One stored run of one measurement: the median (latency) or the ratio (compare)."""
+
+    run_id: int
+    started: str
+    commit: str | None
+    value: float
+    low: float | None = None
+    high: float | None = None
+
+
+@dataclass(frozen=True)
+class ReportInput:
+    """Everything a report shows. ``verdicts`` are the ``ortperf-verdicts`` payloads
+    ({test, name, verdicts: [Verdict.to_dict()]}); ``profiles`` maps (test, name) to per-op
+    summaries ({op_type, total_us, count, share}); ``history`` maps a measurement to its
+    stored runs, oldest first."""
+
+    records: Sequence[Record]
+    verdicts: Sequence[Mapping[str, Any]] = ()
+    profiles: Mapping[tuple[str, str], Sequence[Mapping[str, Any]]] = field(default_factory=dict)
+    environment: Mapping[str, Any] = field(default_factory=dict)
+    git: Mapping[str, Any] = field(default_factory=dict)
+    started: float | None = None
+    title: str = "pytest-ortperf report"
+    run_id: int | None = None
+    notes: Sequence[str] = ()
+    history: Mapping[HistoryKey, Sequence[HistoryPoint]] = field(default_factory=dict)
+    history_note: str | None = None
+    verdicts_note: str | None = None
+    threshold: float | None = None
+
+
+# ------------------------------------------------------------------------------ summary rows
+
+
+@dataclass(frozen=True)
+class SummaryRow:
+    """One line of the outcomes table: a gated metric, or a measurement nobody gated."""
+
+    outcome: str
+    test: str
+    name: str
+    kind: str
+    metric: str
+    value: str
+    change: str
+    message: str
+
+    @property
+    def failing(self) -> bool:
+        return self.outcome in FAILING
+
+
+def _pct(x: float) -> str:
+    return f"{x * 100:+.1f}%"
+
+
+def format_metric(metric: str, value: float) -> str:
+    """A verdict's baseline/current value: seconds for latency, 3 decimals for ratios."""
+    if not math.isfinite(value):
+        return "-"
+    if metric == "latency":
+        return format_seconds(value)
+    if metric == "ratio":
+        return f"{value:.3f}"
+    return f"{value:g}"
+
+
+def verdict_value(metric: str, current: float, baseline: float) -> str:
+    """``current vs baseline`` of a verdict (only current when there is no baseline; node
+    counts for structure, whose message says what changed)."""
+    if metric == "structure":
+        if not (current or baseline):
+            return "-"
+        return f"{current:g} vs {baseline:g} nodes"
+    if not math.isfinite(baseline):
+        return format_metric(metric, current)
+    return f"{format_metric(metric, current)} vs {format_metric(metric, baseline)}"
+
+
+def _record_value(record: Record) -> str:
+    if isinstance(record, Comparison):
+        return f"{record.ratio:.3f} [{record.low:.3f}, {record.high:.3f}]"
+    if isinstance(record, LatencyResult):
+        return f"{format_seconds(record.median)} (IQR {format_seconds(record.iqr)})"
+    return f"{record.peak / 2**20:.1f} MiB peak"
+
+
+def verdicts_by_key(
+    verdicts: Sequence[Mapping[str, Any]],
+) -> dict[tuple[str, str], list[Mapping[str, Any]]]:
+    """Verdict dicts by (test, name); a later payload for the same key replaces an earlier."""
+    out: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+    for payload in verdicts:
+        out[(str(payload["test"]), str(payload["name"]))] = list(payload["verdicts"])
+    return out
+
+
+def summary_rows(
+    records: Sequence[Record], verdicts: Sequence[Mapping[str, Any]]
+) -> list[SummaryRow]:
+    """One row per gated metric and per ungated measurement, failures first (then in the
+    order measured)."""
+    judged = verdicts_by_key(verdicts)
+    rows: list[SummaryRow] = []
+    seen: set[tuple[str, str]] = set()
+    for record in records:
+        key = (record.test, record.name)
+        if key in judged and key not in seen:
+            seen.add(key)
+            for v in judged[key]:
+                metric = str(v["metric"])
+                change = float(v["change"])
+                rows.append(
+                    SummaryRow(
+                        outcome=str(v["outcome"]),
+                        test=record.test,
+                        name=record.name,
+                        kind=record.kind,
+                        metric=metric,
+                        value=verdict_value(metric, float(v["current"]), float(v["baseline"])),
+                        change=""
+                        if metric == "structure" or not math.isfinite(change)
+                        else f"{_pct(change)} [{_pct(float(v['low']))}, {_pct(float(v['high']))}]",
+                        message=str(v["message"]),
+                    )
+                )
+        elif key not in judged:
+            rows.append(
+                SummaryRow(
+                    "recorded",
+                    record.test,
+                    record.name,
+                    record.kind,
+                    "-",
+                    _record_value(record),
+                    "",
+                    f"via {record.api}",
+                )
+            )
+    order = {id(row): i for i, row in enumerate(rows)}
+    return sorted(rows, key=lambda r: (OUTCOME_ORDER.get(r.outcome, 5), order[id(r)]))
+
+
+def outcome_counts(rows: Sequence[SummaryRow]) -> dict[str, int]:
+    """How many rows have each outcome, in :data:`OUTCOME_ORDER`."""
+    counts: dict[str, int] = {}
+    for row in sorted(rows, key=lambda r: OUTCOME_ORDER.get(r.outcome, 5)):
+        counts[row.outcome] = counts.get(row.outcome, 0) + 1
+    return counts
+
+
+# ------------------------------------------------------------------------------ HTML pieces
+
+
+def _e(value: object) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def _w(value: object) -> str:
+    """Escaped text that may break after ``/``, ``::`` and ``_`` (long test ids)."""
+    text = _e(value)
+    for mark in ("/", "::", "_"):
+        text = text.replace(mark, mark + "<wbr>")
+    return text
+
+
+def _img(png: bytes, alt: str) -> str:
+    data = base64.b64encode(png).decode("ascii")
+    return f'<img src="data:image/png;base64,{data}" alt="{_e(alt)}">'
+
+
+Cell = str | tuple[str, object]
+"""A cell's text, or (text, sort key) for a cell that sorts by a number."""
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[Cell]], *, cls: str = "") -> str:
+    """A sortable table (click a header); cells are escaped text."""
+    head = "".join(f"<th>{_e(h)}</th>" for h in headers)
+    body = []
+    for row in rows:
+        cells = []
+        for cell in row:
+            if isinstance(cell, tuple):
+                text, key = cell
+                cells.append(f'<td data-sort="{_e(key)}">{_e(text)}</td>')
+            else:
+                cells.append(f"<td>{_w(cell)}</td>")
+        body.append(f"<tr>{''.join(cells)}</tr>")
+    classes = f"sortable {cls}".strip()
+    return _scroll(
+        f'<table class="{classes}"><thead><tr>{head}</tr></thead>'
+        f"<tbody>{''.join(body)}</tbody></table>",
+        len(rows),
+    )
+
+
+def _scroll(table_html: str, n_rows: int) -> str:
+    """Long tables scroll in a box of about 14 rows, their header kept in view."""
+    return f'<div class="scroll">{table_html}</div>' if n_rows > SCROLL_ROWS else table_html
+
+
+def _badge(outcome: str) -> str:
+    return f'<span class="badge {_e(outcome)}">{_e(outcome)}</span>'
+
+
+def _outcome_table(rows: Sequence[SummaryRow]) -> str:
+    lines = []
+    for row in rows:
+        cls = ' class="fail"' if row.failing else ""
+        lines.append(
+            f'<tr{cls}><td data-sort="{OUTCOME_ORDER.get(row.outcome, 5)}">'
+            f"{_badge(row.outcome)}</td><td>{_w(row.test)}</td><td>{_w(row.name)}</td>"
+            f'<td class="nw">{_e(row.metric)}</td><td>{_e(row.value)}</td>'
+            f"<td>{_e(row.change)}</td>"
+            f'<td class="msg">{_e(row.message)}</td></tr>'
+        )
+    head = "".join(
+        f"<th>{h}</th>"
+        for h in ("outcome", "test", "measurement", "metric", "value", "change [CI]", "detail")
+    )
+    return _scroll(
+        f'<table class="sortable outcomes"><thead><tr>{head}</tr></thead>'
+        f"<tbody>{''.join(lines)}</tbody></table>",
+        len(lines),
+    )
+
+
+def _section(anchor: str, title: str, body: str) -> str:
+    return f'<section id="{anchor}"><h2>{_e(title)}</h2>{body}</section>'
+
+
+Chart = Callable[[], bytes]
+
+
+def _chart(draw: Chart, alt: str, enabled: bool) -> str:
+    """A chart as an <img>, or nothing when charts are off; a failed chart is a note."""
+    if not enabled:
+        return ""
+    try:
+        return f"<figure>{_img(draw(), alt)}</figure>"
+    except Exception as exc:  # a chart must never cost the report its tables
+        return f'<p class="note">chart {_e(alt)} not drawn: {_e(type(exc).__name__)}: {_e(exc)}</p>'
+
+
+def _is_sweep(record: Record) -> bool:
+    return isinstance(record, LatencyResult) and record.name.startswith(SWEEP_PREFIX)
+
+
+def _by_test(records: Sequence[Record]) -> dict[str, list[Record]]:
+    out: dict[str, list[Record]] = {}
+    for record in records:
+        out.setdefault(record.test, []).append(record)
+    return out
+
+
+# ------------------------------------------------------------------------------ sections
+
+
+def _header(data: ReportInput, rows: Sequence[SummaryRow]) -> str:
+    when = (
+        datetime.fromtimestamp(data.started, tz=timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+        if data.started
+        else "-"
+    )
+    commit = data.git.get("commit")
+    commit_text = "-" if not commit else str(commit)[:10] + ("*" if data.git.get("dirty") else "")
+    branch = data.git.get("branch")
+    env = data.environment
+    facts = [
+        ("started", when),
+        ("run", "-" if data.run_id is None else str(data.run_id)),
+        ("commit", commit_text + (f" ({branch})" if branch else "")),
+        ("onnxruntime", str(env.get("ort_version") or "-")),
+        ("CPU", f"{env.get('cpu_model') or '-'}, {env.get('logical_cores') or '?'} logical cores"),
+    ]
+    counts = outcome_counts(rows)
+    failing = sum(counts.get(o, 0) for o in FAILING)
+    status = (
+        f'<p class="status bad">{failing} metric(s) regressed or inconclusive</p>'
+        if failing
+        else '<p class="status good">no regressed or inconclusive metric</p>'
+    )
+    chips = " ".join(f"{_badge(o)}&nbsp;{n}" for o, n in counts.items())
+    dl = "".join(f"<dt>{_e(k)}</dt><dd>{_e(v)}</dd>" for k, v in facts)
+    return f"<header><h1>{_e(data.title)}</h1><dl>{dl}</dl>{status}<p>{chips}</p></header>"
+
+
+def _comparisons(data: ReportInput, draw: bool) -> str:
+    comparisons = [r for r in data.records if isinstance(r, Comparison)]
+    if not comparisons:
+        return ""
+    judged = verdicts_by_key(data.verdicts)
+    rows: list[list[Cell]] = []
+    bars: list[charts.RatioBar] = []
+    for c in comparisons:
+        verdicts = {str(v["metric"]): v for v in judged.get((c.test, c.name), [])}
+        ratio_v = verdicts.get("ratio")
+        structure = verdicts.get("structure")
+        baseline = None if ratio_v is None else float(ratio_v["baseline"])
+        if baseline is not None and not math.isfinite(baseline):
+            baseline = None  # a new measurement: no baseline yet
+        change = (
+            "-"
+            if ratio_v is None or baseline is None
+            else f"{_pct(float(ratio_v['change']))} "
+            f"[{_pct(float(ratio_v['low']))}, {_pct(float(ratio_v['high']))}]"
+        )
+        rows.append(
+            [
+                f"{c.test}::{c.name}",
+                (f"{c.ratio:.3f}", c.ratio),
+                f"[{c.low:.3f}, {c.high:.3f}]",
+                (format_seconds(c.reference.median), c.reference.median),
+                (format_seconds(c.candidate.median), c.candidate.median),
+                ("-" if baseline is None else f"{baseline:.3f}", baseline or 0.0),
+                (change, 0.0 if baseline is None or ratio_v is None else float(ratio_v["change"])),
+                "-" if ratio_v is None else str(ratio_v["outcome"]),
+                "-" if structure is None else str(structure["outcome"]),
+            ]
+        )
+        bars.append(
+            charts.RatioBar(
+                f"{c.test.rpartition('::')[2]}::{c.name}",
+                c.ratio,
+                c.low,
+                c.high,
+                baseline,
+                failed=any(str(v["outcome"]) in FAILING for v in verdicts.values()),
+            )
+        )
+    headers = [
+        "comparison",
+        "ratio",
+        f"{comparisons[0].confidence:.0%} CI",
+        "reference",
+        "candidate",
+        "baseline ratio",
+        "change vs baseline [CI]",
+        "ratio verdict",
+        "structure",
+    ]
+    intro = (
+        "<p>Ratio = candidate / reference time per call, measured interleaved (below 1 the "
+        "candidate is faster). The change against the baseline and its interval come from "
+        "the gate's verdict.</p>"
+    )
+    shown = bars[:MAX_RATIOS]
+    more = (
+        f'<p class="note">chart: first {MAX_RATIOS} of {len(bars)} comparisons</p>'
+        if len(bars) > MAX_RATIOS
+        else ""
+    )
+    chart = _chart(lambda: charts.ratio_plot(shown, threshold=data.threshold), "ratios", draw)
+    return _section(
+        "comparisons", "Comparisons", intro + table(headers, rows) + chart + (more if draw else "")
+    )
+
+
+def _boxes_of(records: Sequence[Record]) -> list[charts.Box]:
+    boxes: list[charts.Box] = []
+    for r in records:
+        if isinstance(r, Comparison):
+            boxes.append(charts.Box(f"{r.name} reference", r.reference.samples, 1))
+            boxes.append(charts.Box(f"{r.name} candidate", r.candidate.samples, 2))
+        elif isinstance(r, LatencyResult) and not _is_sweep(r):
+            boxes.append(charts.Box(f"{r.name} ({r.api})", r.samples, 0))
+    return boxes
+
+
+def _latency_rows(records: Sequence[Record]) -> list[list[Cell]]:
+    rows: list[list[Cell]] = []
+    for r in records:
+        arms: list[tuple[str, LatencyResult]] = []
+        if isinstance(r, Comparison):
+            arms = [(f"{r.name} reference", r.reference), (f"{r.name} candidate", r.candidate)]
+        elif isinstance(r, LatencyResult) and not _is_sweep(r):
+            arms = [(r.name, r)]
+        for label, arm in arms:
+            rows.append(
+                [
+                    label,
+                    arm.api,
+                    (format_seconds(arm.median), arm.median),
+                    (format_seconds(arm.iqr), arm.iqr),
+                    (format_seconds(arm.min), arm.min),
+                    (format_seconds(arm.p90), arm.p90),
+                    (format_seconds(arm.max), arm.max),
+                    (str(arm.n), arm.n),
+                    (str(arm.calls_per_block), arm.calls_per_block),
+                ]
+            )
+    return rows
+
+
+def _distributions(data: ReportInput, draw: bool) -> str:
+    parts = []
+    for test, records in _by_test(data.records).items():
+        rows = _latency_rows(records)
+        if not rows:
+            continue
+        boxes = _boxes_of(records)
+        shown = boxes[:MAX_BOXES]
+        more = (
+            f'<p class="note">chart: first {MAX_BOXES} of {len(boxes)} sample sets</p>'
+            if draw and len(boxes) > MAX_BOXES
+            else ""
+        )
+        chart = _chart(partial(charts.box_plot, shown), test, draw)
+        headers = [
+            "measurement",
+            "api",
+            "median",
+            "IQR",
+            "min",
+            "p90",
+            "max",
+            "blocks",
+            "calls/block",
+        ]
+        parts.append(
+            f"<h3>{_e(test)}</h3>{chart}{more}<details><summary>statistics</summary>"
+            f"{table(headers, rows)}</details>"
+        )
+    if not parts:
+        return ""
+    intro = (
+        "<p>Each sample is one block's time divided by its calls; boxes span the quartiles, "
+        "whiskers 1.5 IQR.</p>"
+    )
+    return _section("distributions", "Latency distributions", intro + "".join(parts))
+
+
+def sweeps(records: Sequence[Record]) -> dict[str, list[LatencyResult]]:
+    """The run-API sweep of each test: its ``api:<api>`` records, fastest first."""
+    out: dict[str, list[LatencyResult]] = {}
+    for r in records:
+        if isinstance(r, LatencyResult) and _is_sweep(r):
+            out.setdefault(r.test, []).append(r)
+    return {test: sorted(rs, key=lambda r: r.median) for test, rs in out.items()}
+
+
+def _sweeps(data: ReportInput, draw: bool) -> str:
+    parts = []
+    for test, results in sweeps(data.records).items():
+        fastest = results[0].median
+        rows: list[list[Cell]] = [
+            [
+                r.name[len(SWEEP_PREFIX) :],
+                (format_seconds(r.median), r.median),
+                (format_seconds(r.iqr), r.iqr),
+                (str(r.n), r.n),
+                (f"{r.median / fastest:.2f}x", r.median / fastest),
+            ]
+            for r in results
+        ]
+        boxes = [charts.Box(r.name[len(SWEEP_PREFIX) :], r.samples) for r in results]
+        chart = _chart(
+            partial(charts.box_plot, boxes, width=6.4),
+            f"{test} run APIs",
+            draw,
+        )
+        headers = ["api", "median", "IQR", "blocks", "vs fastest"]
+        parts.append(f'<h3>{_e(test)}</h3><div class="pair">{table(headers, rows)}{chart}</div>')
+    if not parts:
+        return ""
+    return _section("sweeps", "Run-API sweeps", "".join(parts))
+
+
+def _profiles(data: ReportInput, draw: bool) -> str:
+    parts = []
+    for (test, name), by_op in data.profiles.items():
+        merged: dict[str, list[float]] = {}
+        for item in by_op:
+            acc = merged.setdefault(str(item["op_type"]), [0.0, 0.0, 0.0])
+            acc[0] += float(item["total_us"])
+            acc[1] += float(item.get("count") or 0)
+            acc[2] += float(item.get("share") or 0.0)
+        ops = sorted(merged.items(), key=lambda kv: -kv[1][0])
+        rows: list[list[Cell]] = [
+            [op, (f"{t:,.1f}", t), (f"{c:g}", c), (f"{s:.1%}", s)] for op, (t, c, s) in ops
+        ]
+        top = [(op, t, s) for op, (t, _, s) in ops[:MAX_OPS]]
+        chart = _chart(
+            partial(charts.op_bars, top, title=f"{test}::{name}"),
+            f"{test}::{name} per op",
+            draw,
+        )
+        headers = ["op type", "kernel µs", "nodes per run", "share"]
+        parts.append(
+            f"<h3>{_e(test)} :: {_e(name)}</h3>{chart}<details><summary>per op type</summary>"
+            f"{table(headers, rows)}</details>"
+        )
+    if not parts:
+        return ""
+    return _section("profiles", "Profiles by op type", "".join(parts))
+
+
+def _moved(points: Sequence[HistoryPoint]) -> float:
+    """Relative change of the last value from the one before (0 when unknown)."""
+    previous, last = points[-2].value, points[-1].value
+    return last / previous - 1.0 if previous else 0.0
+
+
+def _history(data: ReportInput, draw: bool) -> str:
+    if data.history_note and not data.history:
+        return _section("history", "History", f'<p class="note">{_e(data.history_note)}</p>')
+    keyed = {k: v for k, v in data.history.items() if len(v) >= 2}
+    if not keyed:
+        return ""
+    rows: list[list[Cell]] = []
+    for (test, name, kind, api), points in keyed.items():
+        values = [p.value for p in points]
+        change = _moved(points)
+        fmt: Callable[[float], str] = (
+            (lambda x: f"{x:.3f}") if kind == "compare" else format_seconds
+        )
+        rows.append(
+            [
+                f"{test}::{name}",
+                "ratio" if kind == "compare" else f"median ({api})",
+                (str(len(points)), len(points)),
+                " → ".join(fmt(v) for v in values[-6:]),
+                (_pct(change), change),
+                (fmt(min(values)), min(values)),
+                (fmt(max(values)), max(values)),
+            ]
+        )
+    # The panels: the measurements that moved most since the previous run first.
+    moved = sorted(keyed.items(), key=lambda kv: -abs(_moved(kv[1])))[:MAX_PANELS]
+    series = [
+        charts.Series(
+            f"{test.rpartition('::')[2]}::{name}",
+            tuple(p.run_id for p in points),
+            tuple(p.value for p in points),
+            None if kind != "compare" else tuple(_or(p.low, p.value) for p in points),
+            None if kind != "compare" else tuple(_or(p.high, p.value) for p in points),
+            seconds=kind != "compare",
+        )
+        for (test, name, kind, _), points in moved
+    ]
+    more = (
+        f'<p class="note">charts: the {MAX_PANELS} measurements that moved most since the '
+        f"previous run, of {len(keyed)}</p>"
+        if draw and len(keyed) > MAX_PANELS
+        else ""
+    )
+    chart = _chart(partial(charts.history_grid, series), "history", draw)
+    headers = ["measurement", "value", "runs", "recent values", "change vs previous", "min", "max"]
+    intro = (
+        "<p>Stored runs, oldest first: ratios of comparisons (band: interval), medians of "
+        "latencies; the red dot is the latest run.</p>"
+    )
+    note = f'<p class="note">{_e(data.history_note)}</p>' if data.history_note else ""
+    return _section("history", "History", intro + note + chart + more + table(headers, rows))
+
+
+def _or(value: float | None, default: float) -> float:
+    return default if value is None else value
+
+
+def _environment(data: ReportInput) -> str:
+    items = {**{f"git {k}": v for k, v in data.git.items()}, **data.environment}
+    if not items:
+        return ""
+    rows: list[list[Cell]] = [[str(k), "-" if v is None else str(v)] for k, v in items.items()]
+    return _section("environment", "Environment", table(["key", "value"], rows, cls="env"))
+
+
+CSS = """
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;color:#222;
+background:#fafafa}
+main{max-width:1180px;margin:0 auto;padding:16px 24px 48px;background:#fff}
+h1{font-size:22px;margin:8px 0}h2{font-size:18px;border-bottom:1px solid #ddd;padding-top:12px}
+h3{font-size:14px;margin:18px 0 6px;font-family:ui-monospace,Menlo,Consolas,monospace}
+nav a{margin-right:14px}dl{display:grid;grid-template-columns:max-content auto;gap:2px 12px;
+margin:8px 0}dt{color:#666}dd{margin:0}
+table{border-collapse:collapse;margin:8px 0;font-size:13px;width:100%}
+th,td{padding:3px 8px;border-bottom:1px solid #eee;text-align:left;vertical-align:top;
+overflow-wrap:break-word}td.nw{white-space:nowrap}
+th{background:#f0f3f7;cursor:pointer;user-select:none;white-space:nowrap;position:sticky;top:0;
+z-index:1}
+.scroll{max-height:420px;overflow:auto;border:1px solid #e3e3e3;margin:8px 0}
+.scroll table{margin:0}
+th:hover{background:#e1e8f0}td[data-sort]{white-space:nowrap}
+tbody tr:nth-child(even){background:#fbfbfd}
+td.msg{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:12px}
+tr.fail{background:#fdecea!important}
+.badge{display:inline-block;white-space:nowrap;padding:0 6px;border-radius:8px;font-size:12px;
+background:#e5e5e5}
+.badge.regressed{background:#c0392b;color:#fff}.badge.inconclusive{background:#e67e22;color:#fff}
+.badge.improved{background:#27ae60;color:#fff}.badge.new{background:#2c6fbb;color:#fff}
+.badge.ok{background:#d5ecd9}.badge.not_comparable{background:#ececec}
+.status{font-weight:600}.status.bad{color:#c0392b}.status.good{color:#27ae60}
+.note{color:#777;font-style:italic}figure{margin:8px 0}img{max-width:100%;height:auto}
+.pair{display:grid;grid-template-columns:minmax(280px,1fr) 2fr;gap:12px;align-items:start}
+.pair figure{margin:0}details{margin:4px 0 12px}summary{cursor:pointer;color:#2c6fbb}
+table.env td:first-child{white-space:nowrap;color:#555;width:180px}
+"""
+
+JS = """
+document.querySelectorAll("table.sortable th").forEach(function (th, i) {
+  th.addEventListener("click", function () {
+    var body = th.closest("table").tBodies[0], up = th.dataset.dir !== "asc";
+    th.dataset.dir = up ? "asc" : "desc";
+    var key = function (row) { var c = row.cells[i]; return c.dataset.sort || c.textContent; };
+    Array.from(body.rows).sort(function (a, b) {
+      var x = key(a), y = key(b), nx = parseFloat(x), ny = parseFloat(y);
+      var d = isNaN(nx) || isNaN(ny) ? x.localeCompare(y) : nx - ny;
+      return up ? d : -d;
+    }).forEach(function (row) { body.appendChild(row); });
+  });
+});
+"""
+
+
+def build_html(data: ReportInput, *, charts_enabled: bool | None = None) -> str:
+    """The whole page. ``charts_enabled=None`` draws charts when matplotlib is installed."""
+    draw = charts.available() if charts_enabled is None else charts_enabled
+    rows = summary_rows(data.records, data.verdicts)
+    notes = list(data.notes)
+    if data.verdicts_note:
+        notes.insert(0, data.verdicts_note)
+    if not draw:
+        notes.insert(0, PLOTS_HINT)
+    note_html = "".join(f'<p class="note">{_e(n)}</p>' for n in notes)
+    sections = [
+        ("outcomes", "Outcomes", _section("outcomes", "Outcomes", _outcome_table(rows))),
+        ("comparisons", "Comparisons", _comparisons(data, draw)),
+        ("distributions", "Distributions", _distributions(data, draw)),
+        ("sweeps", "Run APIs", _sweeps(data, draw)),
+        ("profiles", "Profiles", _profiles(data, draw)),
+        ("history", "History", _history(data, draw)),
+        ("environment", "Environment", _environment(data)),
+    ]
+    nav = "".join(f'<a href="#{a}">{_e(t)}</a>' for a, t, body in sections if body)
+    body = "".join(body for _, _, body in sections if body)
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>{_e(data.title)}</title><style>{CSS}</style></head><body><main>"
+        f"{_header(data, rows)}<nav>{nav}</nav>{note_html}{body}</main>"
+        f"<script>{JS}</script></body></html>\n"
+    )
