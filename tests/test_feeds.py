@@ -107,3 +107,35 @@ def test_unsupported_type_asks_for_values():
     spec = InputSpec("s", "seq(tensor(float))", ())
     with pytest.raises(FeedError, match=r"input 's' has type seq\(tensor\(float\)\).*values="):
         make_feeds([spec])
+
+
+def test_bad_dims_and_shapes_name_the_input():
+    spec = InputSpec("x", "tensor(float)", ("batch", 4))
+    with pytest.raises(
+        FeedError, match=r"input 'x': axis 0 is symbolic dim 'batch', which dims= sets to -1"
+    ):
+        make_feeds([spec], dims={"batch": -1})
+    with pytest.raises(FeedError, match=r"input 'x': shapes= gives \[2.5, 4\]"):
+        make_feeds([spec], shapes={"x": (2.5, 4)})
+
+
+def test_string_inputs_cannot_be_bound():
+    from pytest_ortperf.runapi import OrtBinding, make_call
+
+    graph = oh.make_graph(
+        [oh.make_node("Identity", ["s"], ["t"])],
+        "strings",
+        [oh.make_tensor_value_info("s", TensorProto.STRING, [2])],
+        [oh.make_tensor_value_info("t", TensorProto.STRING, [2])],
+    )
+    session = OrtSession.create(oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)]))
+    feeds = make_feeds(input_specs(session.sess))
+    call, outputs = make_call(session, feeds, "run")
+    call()
+    assert list(outputs()[0]) == list(feeds["s"])
+    with pytest.raises(ValueError, match=r"string input\(s\) \['s'\].*api='run'"):
+        make_call(session, feeds, "iobinding")
+    with pytest.raises(ValueError, match=r"string input\(s\) \['s'\].*IOBinding is not possible"):
+        OrtBinding(session, feeds)
+    with pytest.raises(ValueError, match=r"feeds lack input\(s\) \['s'\]"):
+        make_call(session, {}, "run")

@@ -76,10 +76,28 @@ def test_ratio_inconclusive_not_significant() -> None:
     # Too few blocks for significance at alpha=0.01, although the estimate is +10%.
     v = judge_ratio([1.12, 1.08, 1.11, 1.09], 1.0)
     assert v.outcome is Outcome.INCONCLUSIVE
-    assert "not significant" in v.message
+    assert "too few blocks to be significant: raise the budget" in v.message
+    assert "(too few blocks for an interval)" in v.message
     assert math.isinf(v.high) and v.low == -1.0  # interval unbounded with 4 values
     assert not v.failed(strict=False)
     assert v.failed(strict=True)
+
+
+def test_ratio_slower_but_not_significant_with_enough_blocks() -> None:
+    rng = np.random.default_rng(11)
+    v = judge_ratio(noisy(rng, 1.08, 12, 0.3), 1.0)
+    assert v.outcome is Outcome.INCONCLUSIVE
+    assert "slower but not significant" in v.message
+
+
+def test_min_blocks_for_alpha() -> None:
+    from pytest_ortperf.gate import min_attainable_p, min_blocks_for
+
+    n = min_blocks_for(0.01)
+    assert min_attainable_p(n - 2) < 0.01 <= min_attainable_p(n - 3)
+    assert n == 9
+    # With that many blocks, a clear regression is significant.
+    assert judge_ratio([1.3] * n, 1.0).outcome is Outcome.REGRESSED
 
 
 def test_ratio_inconclusive_too_wide() -> None:

@@ -70,7 +70,7 @@ def baseline_file(pytester):
 def take_baseline(suite):
     write_script(suite, compare=[blocks(0.9)])
     result = suite.runpytest(*RUN, "--ortperf-update")
-    result.assert_outcomes(passed=2)
+    assert result.ret == 0
     return result
 
 
@@ -263,3 +263,71 @@ def test_update_never_fails_for_a_regression(suite):
     result = suite.runpytest(*RUN, "--ortperf-update")
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(["*test_attention::attention: ratio 0.9 -> 1.5*"])
+
+
+def test_all_measurements_run_before_the_gate_fails(suite):
+    # Both gated measurements of one test regress: the test fails once, with both messages.
+    source = (suite.path / "test_perf.py").read_text() + (
+        "\n\ndef test_both(ort_session, ort_feeds, ortperf):\n"
+        "    test_attention(ort_session, ort_feeds, ortperf)\n"
+        "    test_latency(ort_session, ort_feeds, ortperf)\n"
+    )
+    (suite.path / "test_perf.py").write_text(source)
+    take_baseline(suite)
+    write_script(suite, compare=[blocks(0.99)], latency=[latency_samples(1.5)])
+    result = suite.runpytest(*RUN, "--ortperf", "-k", "test_both")
+    result.assert_outcomes(failed=1, deselected=2)
+    out = result.stdout.str()
+    assert "ortperf: 'attention' failed its performance gate" in out
+    assert "ortperf: 'lr' failed its performance gate" in out
+
+
+def test_a_name_used_twice_in_one_test_is_an_error(pytester):
+    pytester.makepyfile(
+        """
+        from pytest_ortperf import models
+
+        def test_twice(ort_session, ort_feeds, ortperf):
+            s = ort_session(models.linear_regression())
+            feeds = ort_feeds(s, dims={"N": 1})
+            ortperf.latency(s, feeds)
+            ortperf.latency(s, feeds, api="iobinding")
+        """
+    )
+    result = pytester.runpytest(*RUN)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        ["*measurement name 'linear_regression' is already used in this test*name=*"]
+    )
+
+
+def test_baseline_through_another_api_is_not_comparable(suite):
+    take_baseline(suite)
+    source = (
+        (suite.path / "test_perf.py").read_text().replace('name="lr")', 'name="lr", api="run_c")')
+    )
+    (suite.path / "test_perf.py").write_text(source)
+    write_script(suite, compare=[blocks(0.9)], latency=[latency_samples(3.0)])
+    result = suite.runpytest(*RUN, "--ortperf")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*test_latency::lr*latency*not_comparable*"])
+
+
+def test_bad_alpha_is_a_usage_error(pytester):
+    pytester.makeini("[pytest]\nortperf_alpha = 0.7\n")
+    result = pytester.runpytest("--ortperf")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*ini ortperf_alpha must be below 0.5, got 0.7*"])
+
+
+def test_gated_measurements_take_enough_blocks_to_be_significant(pytester):
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.ortperf(budget=0.001)
+        def test_blocks(ortperf):
+            assert ortperf.engine.config.min_blocks == 9  # alpha 0.01
+        """
+    )
+    pytester.runpytest(*RUN, "--ortperf").assert_outcomes(passed=1)

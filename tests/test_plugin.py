@@ -266,3 +266,27 @@ def test_junitxml_gets_one_line_per_measurement(pytester):
     assert '<property name="ortperf" value="attention: ratio ' in xml
     assert '<property name="ortperf-verdicts" value="attention: structure=new, ratio=new"' in xml
     assert "samples" not in xml
+
+
+def test_user_mistakes_show_the_test_line_not_plugin_internals(pytester):
+    pytester.makepyfile(
+        """
+        from pytest_ortperf import models
+
+        def test_bad_feeds(ort_session, ort_feeds):
+            s = ort_session(models.attention())
+            ort_feeds(s, dims={"B": 1}, values={"q": 1})
+
+        def test_bad_path(ort_session):
+            ort_session("missing.onnx")
+        """
+    )
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(failed=2)
+    out = result.stdout.str()
+    assert (
+        "FeedError: values names unknown input(s) ['q']; the model's inputs are ['K', 'Q', 'V']"
+        in out
+    )
+    assert "ONNX model file not found: missing.onnx" in out
+    assert "feeds.py" not in out and "session.py" not in out and "plugin.py" not in out

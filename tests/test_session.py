@@ -58,9 +58,24 @@ def test_bad_optimization_level():
 
 def test_unavailable_provider_names_it_and_the_available_ones():
     with pytest.raises(
-        ProviderUnavailable, match=r"'NoSuchExecutionProvider'.*CPUExecutionProvider"
+        ProviderUnavailable, match=r"'MIGraphXExecutionProvider'.*CPUExecutionProvider"
     ):
-        OrtSession.create(models.linear_regression(), providers=["NoSuchExecutionProvider"])
+        OrtSession.create(models.linear_regression(), providers=["MIGraphXExecutionProvider"])
+
+
+def test_misspelled_provider_is_an_error_not_a_skip():
+    with pytest.raises(ValueError, match=r"unknown execution provider 'CPUExecutionProvidr'"):
+        OrtSession.create(models.linear_regression(), providers=["CPUExecutionProvidr"])
+
+
+def test_misspelled_option_is_an_error():
+    with pytest.raises(ValueError, match=r"options key 'intra_op_num_thread' is neither"):
+        OrtSession.create(models.linear_regression(), options={"intra_op_num_thread": 2})
+
+
+def test_missing_custom_ops_library_is_named(tmp_path):
+    with pytest.raises(FileNotFoundError, match=r"custom ops library not found: .*libnope\.so"):
+        OrtSession.create(models.linear_regression(), custom_ops=[tmp_path / "libnope.so"])
 
 
 def test_optimized_graph_histogram_shows_fusion(tmp_path, monkeypatch):

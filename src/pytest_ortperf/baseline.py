@@ -451,6 +451,16 @@ def judge_entry(
     """
     kind = record_dict.get("kind")
     lat_thr = threshold if latency_threshold is None else latency_threshold
+    if entry is not None and entry.get("api") not in (None, record_dict.get("api")):
+        # A figure through one run API says nothing about a baseline taken through another.
+        metric = "ratio" if kind == "compare" else "latency"
+        values = record_dict.get("block_ratios") or record_dict.get("samples") or [math.nan]
+        return [
+            not_comparable(
+                metric, _median(values), float(entry.get("ratio") or entry.get("median") or 0),
+                [f"api ({entry.get('api')} -> {record_dict.get('api')})"], len(values),
+            )
+        ]  # fmt: skip
     if kind == "compare":
         ratios = [float(x) for x in record_dict["block_ratios"]]
         if entry is None or entry.get("kind") != "compare":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -80,11 +81,18 @@ class OrtperfConfig:
         budget = _positive_float(*option_or_ini("ortperf_budget"))
         threshold = _fraction(*option_or_ini("ortperf_threshold"))
         alpha = _fraction(config.getini("ortperf_alpha"), "ini ortperf_alpha")
+        if not alpha < 0.5:
+            raise pytest.UsageError(f"ini ortperf_alpha must be below 0.5, got {alpha:g}")
         strict = bool(config.getoption("ortperf_strict", False)) or _flag(
             config.getini("ortperf_strict"), "ini ortperf_strict"
         )
         update = bool(config.getoption("ortperf_update", False))
-        store = config.getoption("ortperf_store", None) or config.getini("ortperf_store") or None
+        store = (
+            config.getoption("ortperf_store", None)
+            or config.getini("ortperf_store")
+            or os.environ.get("ORTPERF_STORE")
+            or None
+        )
         return cls(
             enabled=update or bool(config.getoption("ortperf", False)),
             update=update,
@@ -113,6 +121,8 @@ class OrtperfConfig:
                 gate = replace(gate, threshold=_fraction(marker["threshold"], "threshold"))
             if "alpha" in marker:
                 gate = replace(gate, alpha=_fraction(marker["alpha"], "alpha"))
+                if not gate.alpha < 0.5:
+                    raise pytest.UsageError(f"alpha must be below 0.5, got {gate.alpha:g}")
             if "structure" in marker:
                 gate = replace(gate, structure=_flag(marker["structure"], "structure"))
             if "strict" in marker:

@@ -66,7 +66,12 @@ def resolve_shape(
 ) -> tuple[int, ...]:
     """The concrete shape of one input: ``shapes[name]`` first, else dims resolved by name."""
     if spec.name in shapes:
-        shape = tuple(int(d) for d in shapes[spec.name])
+        given = tuple(shapes[spec.name])
+        if not all(isinstance(d, int | np.integer) and d >= 0 for d in given):
+            raise FeedError(
+                f"input {spec.name!r}: shapes= gives {list(given)}; expected non-negative integers"
+            )
+        shape = tuple(int(d) for d in given)
         check_shape(spec, shape)
         return shape
     out = []
@@ -74,7 +79,13 @@ def resolve_shape(
         if not _is_symbolic(dim):
             out.append(int(dim))  # type: ignore[arg-type]
         elif isinstance(dim, str) and dim in dims:
-            out.append(int(dims[dim]))
+            size = dims[dim]
+            if not isinstance(size, int | np.integer) or size < 0:
+                raise FeedError(
+                    f"input {spec.name!r}: axis {axis} is symbolic dim {dim!r}, which dims= "
+                    f"sets to {size!r}; expected a non-negative integer"
+                )
+            out.append(int(size))
         else:
             what = f"symbolic dim {dim!r}" if isinstance(dim, str) else "a dim with no name"
             hint = (

@@ -315,6 +315,20 @@ def rank_sum_shift(
 # --------------------------------------------------------------------------- decision rule
 
 
+def min_attainable_p(n: int) -> float:
+    """The smallest one-sided p-value the signed-rank test can give with ``n`` pairs."""
+    return 0.5**n if n > 0 else 1.0
+
+
+def min_blocks_for(alpha: float) -> int:
+    """Blocks (pairs) needed before the rank tests can reach significance ``alpha`` at all,
+    with a margin of two: below it a regression could never fail the gate."""
+    n = 1
+    while min_attainable_p(n) >= alpha:
+        n += 1
+    return n + 2
+
+
 def _check_settings(threshold: float, alpha: float) -> None:
     if not (math.isfinite(threshold) and threshold >= 0):
         raise ValueError(f"threshold must be a non-negative fraction, got {threshold}")
@@ -329,6 +343,8 @@ def _classify(shift: Shift, threshold: float, alpha: float) -> tuple[Outcome, st
     if shift.estimate > limit:
         if shift.p_greater < alpha:
             return Outcome.REGRESSED, ""
+        if min_attainable_p(shift.n) >= alpha:
+            return Outcome.INCONCLUSIVE, "too few blocks to be significant: raise the budget"
         return Outcome.INCONCLUSIVE, "slower but not significant"
     if shift.estimate < -limit:
         if shift.p_less < alpha:
@@ -357,9 +373,14 @@ def _verdict(
     low, high = math.expm1(shift.low), math.expm1(shift.high)
     current = baseline * (1.0 + change)
     p = shift.p_greater if shift.estimate >= 0 else shift.p_less
+    interval = (
+        f"[{_pct(low)}, {_pct(high)}]"
+        if math.isfinite(shift.low) and math.isfinite(shift.high)
+        else "(too few blocks for an interval)"
+    )
     message = (
         f"{metric} {fmt(current)} vs baseline {fmt(baseline)}: {_pct(change)} "
-        f"[{_pct(low)}, {_pct(high)}], threshold {threshold * 100:g}%, p={p:.2g}, "
+        f"{interval}, threshold {threshold * 100:g}%, p={p:.2g}, "
         f"{shift.n} {unit_word} -> {outcome.value}" + (f" ({why})" if why else "")
     )
     return Verdict(
@@ -575,10 +596,11 @@ def fingerprint_matches(
 def not_comparable(
     metric: str, current: float, baseline: float, keys: Sequence[str], n: int = 0
 ) -> Verdict:
-    """A verdict for a latency measured on another machine or settings: reported only."""
+    """A verdict for a figure measured on another machine or settings: reported only."""
     change = current / baseline - 1.0 if baseline > 0 else 0.0
+    fmt = format_seconds if metric == "latency" else _fmt_ratio
     message = (
-        f"{metric} {format_seconds(current)} vs baseline {format_seconds(baseline)} "
+        f"{metric} {fmt(current)} vs baseline {fmt(baseline)} "
         f"({_pct(change)}): not comparable here ({', '.join(keys)} differ), not gated"
     )
     return Verdict(

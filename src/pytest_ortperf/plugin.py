@@ -6,13 +6,19 @@ that need them when a test asks for them.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Generator, Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import pytest
 
 from .config import MarkerError, OrtperfConfig, marker_settings
+from .outputs import OutputSettings, write_outputs
 from .state import STATE_KEY, OrtperfState
+
+OUTPUTS_KEY = pytest.StashKey[OutputSettings]()
+
+RECORDER_KEY = pytest.StashKey["Recorder"]()
 
 UPDATE_BUDGET_FACTOR = 3.0
 """``--ortperf-update`` measures baselines with this many times the budget."""
@@ -67,6 +73,38 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,
         help="also fail on inconclusive verdicts and on measurements with no baseline",
     )
+    group.addoption(
+        "--ortperf-report",
+        default=None,
+        metavar="FILE.html",
+        help="write a self-contained HTML report of the measurements, verdicts, profiles "
+        "and history (default: ini ortperf_report)",
+    )
+    group.addoption(
+        "--ortperf-json",
+        default=None,
+        metavar="FILE",
+        help="write the results as JSON (default: ini ortperf_json)",
+    )
+    group.addoption(
+        "--ortperf-json-format",
+        default=None,
+        choices=["ortperf", "pytest-benchmark"],
+        help="layout of --ortperf-json: our schema pytest-ortperf/1 (default) or "
+        "pytest-benchmark's",
+    )
+    group.addoption(
+        "--ortperf-markdown",
+        default=None,
+        metavar="FILE",
+        help="append a Markdown summary to FILE (also to $GITHUB_STEP_SUMMARY when set)",
+    )
+    parser.addini("ortperf_report", "HTML report file of --ortperf runs", default="")
+    parser.addini("ortperf_json", "JSON results file of --ortperf runs", default="")
+    parser.addini(
+        "ortperf_json_format", "JSON layout: ortperf or pytest-benchmark", default="ortperf"
+    )
+    parser.addini("ortperf_markdown", "Markdown summary file (appended)", default="")
     parser.addini("ortperf_budget", "time budget of one measurement in seconds", default="1.0")
     parser.addini("ortperf_store", "results store path or URL ('none' disables)", default="")
     parser.addini("ortperf_threshold", "allowed slowdown of a gated metric", default="0.05")
@@ -85,6 +123,7 @@ def pytest_configure(config: pytest.Config) -> None:
     settings = OrtperfConfig.from_pytest(config)
     state = OrtperfState(settings, config.rootpath)
     config.stash[STATE_KEY] = state
+    config.stash[OUTPUTS_KEY] = OutputSettings.from_pytest(config)
     if not hasattr(config, "workerinput"):
         # Gathers records from test reports (on the xdist controller: the workers' reports).
         config.pluginmanager.register(state, "ortperf-state")
@@ -131,6 +170,10 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
             state.notes.append(f"{what} NOT written: {type(exc).__name__}: {exc}")
             if session.exitstatus == pytest.ExitCode.OK:
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    # Report files never change the outcome: what could not be written is a note.
+    state.notes.extend(
+        write_outputs(config.stash[OUTPUTS_KEY], state, config, int(session.exitstatus))
+    )
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
@@ -144,6 +187,13 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         terminalreporter.write_line(line)
     for note in state.notes:
         terminalreporter.write_line(f"ortperf: {note}", yellow="NOT" in note)
+
+
+def _raise_from_test(exc: Exception) -> NoReturn:
+    """Re-raise a user's mistake (bad model path, feeds, option) without the plugin's
+    internal frames: the report shows the test's line and the message."""
+    __tracebackhide__ = True
+    raise exc.with_traceback(None) from None
 
 
 @pytest.fixture
@@ -166,6 +216,7 @@ def ort_session() -> Callable[..., OrtSession]:
         custom_ops: Iterable[str] | None = None,
         name: str | None = None,
     ) -> OrtSession:
+        __tracebackhide__ = True
         try:
             return OrtSession.create(
                 model,
@@ -180,6 +231,8 @@ def ort_session() -> Callable[..., OrtSession]:
         except ProviderUnavailable as exc:
             # Reported at the test's location, not at this fixture's.
             raise pytest.skip.Exception(str(exc), _use_item_location=True) from None
+        except (OSError, ValueError, RuntimeError) as exc:
+            _raise_from_test(exc)
 
     return factory
 
@@ -191,7 +244,11 @@ def ort_feeds() -> Callable[..., dict[str, Any]]:
     from .feeds import input_specs, make_feeds
 
     def factory(session: OrtSession, **kwargs: Any) -> dict[str, Any]:
-        return make_feeds(input_specs(session.sess), **kwargs)
+        __tracebackhide__ = True
+        try:
+            return make_feeds(input_specs(session.sess), **kwargs)
+        except (ValueError, TypeError) as exc:
+            _raise_from_test(exc)
 
     return factory
 
@@ -204,7 +261,11 @@ def ort_binding() -> Callable[..., OrtBinding]:
     def factory(
         session: OrtSession, feeds: Mapping[str, Any], *, device: str = "cpu"
     ) -> OrtBinding:
-        return OrtBinding(session, feeds, device=device)
+        __tracebackhide__ = True
+        try:
+            return OrtBinding(session, feeds, device=device)
+        except ValueError as exc:
+            _raise_from_test(exc)
 
     return factory
 
@@ -232,6 +293,7 @@ def ort_profiler(request: pytest.FixtureRequest) -> Callable[..., Profile]:
 def ortperf(request: pytest.FixtureRequest) -> Generator[Recorder, None, None]:
     """The recorder: ``ortperf.latency``, ``ortperf.compare``, ``ortperf.rank``,
     ``ortperf.api_sweep``. Measures for real under ``--ortperf``, runs once otherwise."""
+    from .gate import min_blocks_for
     from .gating import Gate
     from .measure import Engine
     from .recorder import Recorder
@@ -245,8 +307,18 @@ def ortperf(request: pytest.FixtureRequest) -> Generator[Recorder, None, None]:
         engine_config = settings.engine_config(marker)
         gate_settings = settings.gate_settings(marker)
     except MarkerError as exc:
-        pytest.fail(str(exc), pytrace=False)
+        error = str(exc)
+    else:
+        error = ""
+    if error:
+        pytest.fail(error, pytrace=False)
     gated = settings.enabled and not settings.update
+    if settings.enabled:
+        # Below this many blocks the rank tests cannot reach significance: a regression
+        # could never fail, however large.
+        needed = min_blocks_for(gate_settings.alpha)
+        if engine_config.min_blocks < needed:
+            engine_config = dataclasses.replace(engine_config, min_blocks=needed)
     engine = Engine(engine_config)
     if settings.update:
         # A baseline is judged against many later runs: its own error should be small.
@@ -259,4 +331,14 @@ def ortperf(request: pytest.FixtureRequest) -> Generator[Recorder, None, None]:
         gate=Gate(gate_settings, state.baselines, environment) if gated else None,
         profile_arms=settings.update,
     )
+    node.stash[RECORDER_KEY] = recorder
     yield recorder
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
+    result = yield
+    recorder = item.stash.get(RECORDER_KEY, None)
+    if recorder is not None and recorder.failures:
+        pytest.fail("\n\n".join(recorder.failures), pytrace=False)
+    return result

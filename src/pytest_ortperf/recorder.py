@@ -122,7 +122,11 @@ class Recorder:
         type's share of kernel time with the record: ``--ortperf-update`` stores them in
         the baseline, so a later regression can say which op types moved."""
         self.records: list[Record] = []
+        self.failures: list[str] = []
+        """Gate failures of this test, raised together once the test body has run (so a
+        failing measurement does not keep the next ones from being measured and stored)."""
         self._user_properties = user_properties
+        self._gated_names: set[str] = set()
 
     def _record(
         self,
@@ -145,12 +149,19 @@ class Recorder:
                 )
 
     def _entry(self, name: str) -> Mapping[str, Any] | None:
+        if name in self._gated_names:
+            raise ValueError(
+                f"measurement name {name!r} is already used in this test: give each "
+                "latency/compare its own name= (baseline entries are keyed by it)"
+            )
+        self._gated_names.add(name)
         if self.gate is None:
             return None
         try:
             return self.gate.entry(self.test, name)
         except GateFailure as exc:
-            pytest.fail(str(exc), pytrace=False)
+            message = str(exc)
+        pytest.fail(message, pytrace=False)
 
     def _enforce(
         self,
@@ -166,7 +177,7 @@ class Recorder:
             message = failure_message(name, failing, verdicts, confirmed)
             if attribution is not None and any(v.metric != "structure" for v in failing):
                 message += "\n" + "\n".join(attribution())
-            pytest.fail(message, pytrace=False)
+            self.failures.append(message)
 
     def _time(self, call: Call) -> Samples:
         return self.engine.measure(call) if self.measured else smoke(call, self.engine.clock)

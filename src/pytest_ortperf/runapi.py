@@ -61,6 +61,12 @@ class OrtBinding:
         missing = sorted(set(session.input_names) - set(feeds))
         if missing:
             raise ValueError(f"feeds lack input(s) {missing} of model {session.label}")
+        strings = sorted(n for n in session.input_names if feeds[n].dtype == object)
+        if strings:
+            raise ValueError(
+                f"model {session.label} has string input(s) {strings}, which ORT cannot hold "
+                "in OrtValues: IOBinding is not possible; time the session with api='run'"
+            )
         self.session = session
         self.device = device
         self.device_id = device_id
@@ -129,8 +135,17 @@ def make_call(
     """A zero-argument callable running ``session`` through ``api``, and a function that
     runs it once more and returns its outputs (to check them)."""
     sess = session.sess
+    missing = sorted(set(session.input_names) - set(feeds))
+    if missing:
+        raise ValueError(f"feeds lack input(s) {missing} of model {session.label}")
     feeds = {name: feeds[name] for name in session.input_names}
     names = session.output_names
+    strings = sorted(n for n, a in feeds.items() if np.asarray(a).dtype.kind == "O")
+    if strings and api in ("run_with_ort_values", "iobinding_copy", "iobinding"):
+        raise ValueError(
+            f"model {session.label} has string input(s) {strings}, which ORT cannot hold in "
+            f"OrtValues: time it with api='run' or 'run_c', not {api!r}"
+        )
     if api == "run":
         call: Call = functools.partial(sess.run, None, feeds)
         return call, lambda: list(sess.run(None, feeds))

@@ -102,15 +102,25 @@ def make_session_options(settings: SessionSettings) -> ort.SessionOptions:
     for key, value in settings.options:
         if hasattr(so, key) and not key.startswith("_"):
             setattr(so, key, value)
-        else:
+        elif "." in key:  # config entries are dotted: session.*, ep.*, optimization.*
             so.add_session_config_entry(key, str(value))
+        else:
+            raise ValueError(
+                f"options key {key!r} is neither a SessionOptions attribute nor a config "
+                "entry (config entries are dotted, such as 'session.intra_op.allow_spinning')"
+            )
     return so
 
 
 def check_providers(providers: Iterable[str]) -> None:
     """Raise :class:`ProviderUnavailable` for the first provider this build lacks."""
     available = ort.get_available_providers()
+    known = ort.get_all_providers()
     for provider in providers:
+        if provider not in known:
+            raise ValueError(
+                f"unknown execution provider {provider!r}; onnxruntime knows {', '.join(known)}"
+            )
         if provider not in available:
             raise ProviderUnavailable(provider, available)
 
@@ -123,11 +133,10 @@ class OrtSession:
         self.model_bytes = model_bytes
         self.settings = settings
         self.label = label
+        options = make_session_options(settings)
         try:
             self.sess = ort.InferenceSession(
-                model_bytes,
-                sess_options=make_session_options(settings),
-                providers=list(settings.providers),
+                model_bytes, sess_options=options, providers=list(settings.providers)
             )
         except Exception as exc:  # ORT raises its own Fail/InvalidGraph/... types
             raise RuntimeError(f"onnxruntime could not load model {label}: {exc}") from exc

@@ -40,6 +40,8 @@ class OrtperfState:
         self.started = time.time()
         self.notes: list[str] = []
         """Lines for the terminal summary (where results went, what could not be done)."""
+        self.run_id: int | None = None
+        """This run's id in the results store, once stored."""
 
     @property
     def baselines(self) -> Baselines:
@@ -119,6 +121,7 @@ class OrtperfState:
         except StoreError as exc:
             self.notes.append(f"results NOT stored: {exc}")
         else:
+            self.run_id = run_id
             self.notes.append(f"{len(self.records)} results stored in {target} (run {run_id})")
 
     def maintain_baselines(self, config: pytest.Config) -> None:
