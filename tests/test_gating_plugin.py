@@ -331,3 +331,12 @@ def test_gated_measurements_take_enough_blocks_to_be_significant(pytester):
         """
     )
     pytester.runpytest(*RUN, "--ortperf").assert_outcomes(passed=1)
+
+
+def test_latency_threshold_is_separate_from_the_ratio_threshold(suite):
+    take_baseline(suite)
+    write_script(suite, compare=[blocks(0.9)], latency=[latency_samples(1.3)])
+    suite.makeini("[pytest]\nortperf_latency_threshold = 50%\n")
+    result = suite.runpytest(*RUN, "--ortperf")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*test_latency::lr*latency*ok*"])

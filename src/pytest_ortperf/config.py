@@ -23,6 +23,9 @@ class GateSettings:
     strict: bool = False
     structure: bool = True
     confirm: bool = True
+    latency_threshold: float | None = None
+    """Threshold of absolute latencies (None: ``threshold``): run-to-run drift of a
+    machine adds to them, not to ratios measured side by side."""
 
 
 class MarkerError(ValueError):
@@ -80,6 +83,12 @@ class OrtperfConfig:
 
         budget = _positive_float(*option_or_ini("ortperf_budget"))
         threshold = _fraction(*option_or_ini("ortperf_threshold"))
+        latency_threshold = config.getini("ortperf_latency_threshold")
+        latency = (
+            _fraction(latency_threshold, "ini ortperf_latency_threshold")
+            if str(latency_threshold).strip()
+            else None
+        )
         alpha = _fraction(config.getini("ortperf_alpha"), "ini ortperf_alpha")
         if not alpha < 0.5:
             raise pytest.UsageError(f"ini ortperf_alpha must be below 0.5, got {alpha:g}")
@@ -98,7 +107,9 @@ class OrtperfConfig:
             update=update,
             budget_s=budget,
             store=store,
-            gate=GateSettings(threshold=threshold, alpha=alpha, strict=strict),
+            gate=GateSettings(
+                threshold=threshold, alpha=alpha, strict=strict, latency_threshold=latency
+            ),
         )
 
     def engine_config(self, marker: dict[str, Any]) -> EngineConfig:

@@ -106,6 +106,7 @@ class Gate:
             local_record(record),
             self.environment(),
             threshold=self.settings.threshold,
+            latency_threshold=self.settings.latency_threshold,
             alpha=self.settings.alpha,
         )
 

@@ -109,6 +109,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("ortperf_store", "results store path or URL ('none' disables)", default="")
     parser.addini("ortperf_threshold", "allowed slowdown of a gated metric", default="0.05")
     parser.addini("ortperf_alpha", "one-sided significance level of the gate", default="0.01")
+    parser.addini(
+        "ortperf_latency_threshold",
+        "allowed slowdown of absolute latencies (default: ortperf_threshold)",
+        default="",
+    )
     parser.addini("ortperf_strict", "fail inconclusive and new verdicts too", default="false")
 
 
