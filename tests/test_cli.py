@@ -10,7 +10,8 @@ import pandas as pd
 import pytest
 from ortperf_store_factories import OTHER_ENV, comparison, latency, save
 
-from pytest_ortperf.cli import fmt_seconds, main
+from pytest_ortperf.cli import main
+from pytest_ortperf.report import format_seconds as fmt_seconds
 
 T0 = 1_700_000_000.0
 
@@ -244,3 +245,22 @@ def test_prune(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run(capsys, "prune", "--keep", "-1", "--store", str(db))
     assert code == 2
     assert "0 or more" in err
+
+
+def test_profile_a_model_outside_pytest(tmp_path, capsys, monkeypatch):
+    import onnx
+
+    from pytest_ortperf import models
+
+    monkeypatch.chdir(tmp_path)
+    onnx.save(models.attention(), str(tmp_path / "att.onnx"))
+    trace = tmp_path / "trace.json"
+    code = main(["profile", "att.onnx", "--dim", "B=2", "--runs", "3", "--trace", str(trace)])
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "FusedMatMul" in out and "per run: wall" in out
+    assert trace.stat().st_size > 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["att.onnx", "trace.json"]
+    assert main(["profile", "att.onnx"]) == 2
+    assert "--dim NAME=SIZE" in capsys.readouterr().err
+    assert main(["profile", "att.onnx", "--dim", "B"]) == 2

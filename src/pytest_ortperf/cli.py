@@ -17,6 +17,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .report import format_seconds
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -34,17 +36,6 @@ class UsageError(Exception):
 
 # --------------------------------------------------------------------------------------------
 # Formatting
-
-
-def fmt_seconds(value: Any) -> str:
-    """A duration in seconds, 3 significant digits: 812 ns, 45.3 us, 1.00 ms, 2.01 s."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "-"
-    x = float(value)
-    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6), ("ns", 1e-9)):
-        if abs(x) >= scale or unit == "ns":
-            return f"{x / scale:#.3g}".rstrip(".") + f" {unit}"
-    raise AssertionError("unreachable")
 
 
 def fmt_change(change: float | None) -> str:
@@ -143,7 +134,7 @@ def _history_block(key: tuple[str, ...], series: pd.DataFrame) -> str:
                 _fmt_commit(row),
                 _text(row["fingerprint"]),
                 _text(row["ort_version"]),
-                fmt_seconds(row["median"]),
+                format_seconds(row["median"]),
                 _fmt_ratio(row),
                 fmt_change(change),
             ]
@@ -166,7 +157,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
         [
             str(row["run_id"]),
             _fmt_when(row["started"]),
-            fmt_seconds((row["finished"] - row["started"]).total_seconds()),
+            format_seconds((row["finished"] - row["started"]).total_seconds()),
             _fmt_commit(row),
             _text(row["branch"]),
             _text(row["fingerprint"]),
@@ -224,8 +215,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
                 str(row["test"]),
                 str(row["name"]),
                 str(row["kind"]),
-                fmt_seconds(side_a["median"]),
-                fmt_seconds(side_b["median"]),
+                format_seconds(side_a["median"]),
+                format_seconds(side_b["median"]),
                 _fmt_ratio(side_a),
                 _fmt_ratio(side_b),
                 fmt_change(change),
@@ -433,6 +424,72 @@ def _add_report(sub: Subparsers, common: argparse.ArgumentParser) -> None:
     p.set_defaults(func=cmd_report)
 
 
+def _dim(text: str) -> tuple[str, int]:
+    name, sep, size = text.partition("=")
+    if not sep or not name or not size.isdigit():
+        raise argparse.ArgumentTypeError(f"expected NAME=SIZE such as batch=1, got {text!r}")
+    return name, int(size)
+
+
+def cmd_profile(args: argparse.Namespace) -> int:
+    import pandas as pd
+
+    from .feeds import FeedError, input_specs, make_feeds
+    from .profiler import profile_session
+    from .session import OrtSession
+
+    session = OrtSession.create(args.model, optimization=args.optimization, threads=args.threads)
+    try:
+        feeds = make_feeds(input_specs(session.sess), dims=dict(args.dim), seed=args.seed)
+    except FeedError as exc:
+        raise UsageError(f"{exc} (here: --dim NAME=SIZE)") from None
+    profile = profile_session(session, feeds, runs=args.runs, warmup=args.warmup)
+    by_op = profile.by_op()[["op_type", "provider", "mean_us", "share", "count_per_run"]]
+    with pd.option_context("display.width", 100, "display.max_rows", 200):
+        print(f"{session.label}: {args.runs} runs, optimization={args.optimization}")
+        print(by_op.to_string(index=False, float_format=lambda x: f"{x:.3g}"))
+        runs = profile.runs()
+        print(
+            f"per run: wall {runs['wall_us'].median():.1f} us, kernels "
+            f"{runs['kernel_us'].median():.1f} us, framework {runs['overhead_us'].median():.1f} us"
+        )
+    if args.trace:
+        profile.to_chrome_trace(args.trace)
+        print(f"wrote the trace to {args.trace}", file=sys.stderr)
+    if args.plot:
+        from .plots import plot_by_op
+
+        plot_by_op(profile).savefig(args.plot)
+        print(f"wrote the plot to {args.plot}", file=sys.stderr)
+    return EXIT_OK
+
+
+def _add_profile(sub: Subparsers, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser(
+        "profile",
+        help="profile an ONNX model with random inputs (per-op kernel times)",
+        description="Run a model with random inputs under ORT's profiler (on its own "
+        "session, warm-up excluded) and print the time per op type. Nothing is stored; the "
+        "profile file ORT writes is removed.",
+    )
+    p.add_argument("model", help="path to the .onnx file")
+    p.add_argument(
+        "--dim", action="append", type=_dim, default=[], metavar="NAME=SIZE",
+        help="size of a symbolic dim, e.g. --dim batch=1 (repeatable)",
+    )  # fmt: skip
+    p.add_argument("--runs", type=_positive_int, default=20, help="profiled runs (default 20)")
+    p.add_argument("--warmup", type=_positive_int, default=3, help="warm-up runs (default 3)")
+    p.add_argument(
+        "--optimization", default="all", choices=["disable", "basic", "extended", "all"],
+        help="ORT graph optimization level (default all)",
+    )  # fmt: skip
+    p.add_argument("--threads", type=_positive_int, default=1, help="intra-op threads (default 1)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+    p.add_argument("--trace", metavar="FILE.json", help="also write a Chrome/Perfetto trace")
+    p.add_argument("--plot", metavar="FILE.png", help="also save the per-op chart (plots extra)")
+    p.set_defaults(func=cmd_profile)
+
+
 COMMANDS: list[Callable[[Subparsers, argparse.ArgumentParser], None]] = [
     _add_history,
     _add_runs,
@@ -440,6 +497,7 @@ COMMANDS: list[Callable[[Subparsers, argparse.ArgumentParser], None]] = [
     _add_export,
     _add_prune,
     _add_report,
+    _add_profile,
 ]
 
 
@@ -455,7 +513,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser = argparse.ArgumentParser(
         prog="ortperf",
-        description="Browse the performance results that `pytest --ortperf` stored.",
+        description="Browse the performance results that `pytest --ortperf` stored, "
+        "or profile a model outside pytest.",
         epilog="Run `ortperf COMMAND --help` for the options of a command.",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
@@ -476,7 +535,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     handler: Callable[[argparse.Namespace], int] = args.func
     try:
         return handler(args)
-    except (StoreError, UsageError, ValueError) as exc:
+    except (StoreError, UsageError, ValueError, OSError, RuntimeError) as exc:
         print(f"ortperf: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except BrokenPipeError:  # `ortperf export | head`
