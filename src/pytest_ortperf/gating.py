@@ -6,6 +6,7 @@ The statistics live in :mod:`pytest_ortperf.gate` and the files in
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -19,8 +20,24 @@ from .baseline import (
     load_baseline,
 )
 from .config import GateSettings
-from .gate import Outcome, Verdict, decide_early
-from .measure import StopRule
+from .gate import Outcome, Verdict, decide_early, min_blocks_for
+from .measure import Engine, EngineConfig, StopRule
+
+UPDATE_BUDGET_FACTOR = 3.0
+"""``--ortperf-update`` measures baselines with this many times the budget."""
+
+
+def measuring_engine(config: EngineConfig, gate: GateSettings, *, update: bool) -> Engine:
+    """The engine of a measured test: at least enough blocks for the rank tests to reach
+    significance (fewer, and a regression could never fail, however large), and three
+    times the budget when taking baselines (a baseline is judged against many later runs:
+    its own error should be small)."""
+    needed = min_blocks_for(gate.alpha)
+    if config.min_blocks < needed:
+        config = dataclasses.replace(config, min_blocks=needed)
+    engine = Engine(config)
+    return engine.scaled(UPDATE_BUDGET_FACTOR) if update else engine
+
 
 VERDICTS_PROPERTY = "ortperf-verdicts"
 """``user_properties`` entry carrying the verdicts of one measurement."""

@@ -6,7 +6,6 @@ that need them when a test asks for them.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Generator, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -19,9 +18,6 @@ from .state import STATE_KEY, OrtperfState
 OUTPUTS_KEY = pytest.StashKey[OutputSettings]()
 
 RECORDER_KEY = pytest.StashKey["Recorder"]()
-
-UPDATE_BUDGET_FACTOR = 3.0
-"""``--ortperf-update`` measures baselines with this many times the budget."""
 
 if TYPE_CHECKING:
     from .profile import Profile
@@ -298,8 +294,7 @@ def ort_profiler(request: pytest.FixtureRequest) -> Callable[..., Profile]:
 def ortperf(request: pytest.FixtureRequest) -> Generator[Recorder, None, None]:
     """The recorder: ``ortperf.latency``, ``ortperf.compare``, ``ortperf.rank``,
     ``ortperf.api_sweep``. Measures for real under ``--ortperf``, runs once otherwise."""
-    from .gate import min_blocks_for
-    from .gating import Gate
+    from .gating import Gate, measuring_engine
     from .measure import Engine
     from .recorder import Recorder
     from .state import environment
@@ -318,16 +313,11 @@ def ortperf(request: pytest.FixtureRequest) -> Generator[Recorder, None, None]:
     if error:
         pytest.fail(error, pytrace=False)
     gated = settings.enabled and not settings.update
-    if settings.enabled:
-        # Below this many blocks the rank tests cannot reach significance: a regression
-        # could never fail, however large.
-        needed = min_blocks_for(gate_settings.alpha)
-        if engine_config.min_blocks < needed:
-            engine_config = dataclasses.replace(engine_config, min_blocks=needed)
-    engine = Engine(engine_config)
-    if settings.update:
-        # A baseline is judged against many later runs: its own error should be small.
-        engine = engine.scaled(UPDATE_BUDGET_FACTOR)
+    engine = (
+        measuring_engine(engine_config, gate_settings, update=settings.update)
+        if settings.enabled
+        else Engine(engine_config)
+    )
     recorder = Recorder(
         test=node.nodeid,
         measured=settings.enabled,
