@@ -146,7 +146,8 @@ class Engine:
 
 
 def smoke(call: Call, clock: Clock = time.perf_counter_ns) -> Samples:
-    """One call, for plain ``pytest`` runs: the sample is a single untimed-quality call."""
+    """One call, for plain ``pytest`` runs: its duration is kept but is no measurement
+    (no warm-up, one sample)."""
     t0 = clock()
     call()
     return Samples(((clock() - t0) * NS,), 1)
