@@ -17,7 +17,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .report import format_seconds
+from .report import format_seconds, format_table
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -69,19 +69,8 @@ def _text(value: Any) -> str:
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    """Rows aligned under their headers (numbers and percentages right-aligned)."""
-    widths = [
-        max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)
-    ]
-
-    def line(cells: Sequence[str]) -> str:
-        out = []
-        for cell, width in zip(cells, widths, strict=True):
-            numeric = cell[:1].isdigit() or (cell[:1] in "+-" and cell[1:2].isdigit())
-            out.append(cell.rjust(width) if numeric else cell.ljust(width))
-        return "  ".join(out).rstrip()
-
-    return "\n".join([line(headers), line(["-" * w for w in widths]), *map(line, rows)])
+    """Rows aligned under their headers, cut to 100 columns (see ``report.format_table``)."""
+    return "\n".join(format_table(headers, rows))
 
 
 def _metric(row: Any) -> float:

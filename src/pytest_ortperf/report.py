@@ -26,18 +26,29 @@ def _shorten(text: str, width: int) -> str:
     return text if len(text) <= width else "..." + text[-(width - 3) :]
 
 
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
-    """Left-aligned first two columns, right-aligned numbers; the first column is cut from
-    the left (keeping the test name's end) so a line fits in ``WIDTH`` characters."""
+def _numeric(cell: str) -> bool:
+    return cell[:1].isdigit() or (cell[:1] in "+-" and cell[1:2].isdigit())
+
+
+def format_table(
+    header: Sequence[str], rows: Sequence[Sequence[str]], *, width: int = WIDTH
+) -> list[str]:
+    """Rows aligned under their header, numbers right-aligned. When a line would exceed
+    ``width``, the widest text column is cut from the left (a test id keeps its end)."""
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
-    widths[0] = min(widths[0], WIDTH - sum(widths[1:]) - 2 * (len(widths) - 1))
+    excess = sum(widths) + 2 * (len(widths) - 1) - width
+    text_columns = [i for i in range(len(header)) if not all(_numeric(r[i]) for r in rows)]
+    if excess > 0 and text_columns:
+        widest = max(text_columns, key=lambda i: widths[i])
+        widths[widest] = max(12, widths[widest] - excess)
     lines = []
     for row in [header, *rows]:
-        cells = [_shorten(row[0], widths[0]).ljust(widths[0])]
-        for i, (cell, width) in enumerate(zip(row[1:], widths[1:], strict=True), start=1):
-            cells.append(cell.ljust(width) if i == 1 else cell.rjust(width))
+        cells = []
+        for cell, size in zip(row, widths, strict=True):
+            cell = _shorten(cell, size)
+            cells.append(cell.rjust(size) if _numeric(cell) else cell.ljust(size))
         lines.append("  ".join(cells).rstrip())
-    lines.insert(1, "-" * max(len(line) for line in lines))
+    lines.insert(1, "  ".join("-" * size for size in widths))
     return lines
 
 
@@ -60,7 +71,7 @@ def summary_lines(
             )
             for r in latencies
         ]
-        lines += _table(("measurement", "api", "median", "IQR", "n"), rows)
+        lines += format_table(("measurement", "api", "median", "IQR", "n"), rows)
     if comparisons:
         if lines:
             lines.append("")
@@ -74,7 +85,7 @@ def summary_lines(
             )
             for c in comparisons
         ]
-        lines += _table(
+        lines += format_table(
             ("comparison (candidate/reference)", "ratio", "95% CI", "ref", "cand"),
             rows,
         )
@@ -85,7 +96,7 @@ def summary_lines(
         memory_rows = [
             (f"{m.test}::{m.name}", m.api, f"{m.peak / 2**20:.1f} MiB", m.method) for m in memories
         ]
-        lines += _table(("memory", "api", "peak RSS", "method"), memory_rows)
+        lines += format_table(("memory", "api", "peak RSS", "method"), memory_rows)
     gate_rows = []
     for payload in verdicts:
         for verdict in payload["verdicts"]:
@@ -101,7 +112,7 @@ def summary_lines(
         gate_rows.sort(key=lambda row: order.get(row[2], 4))
         if lines:
             lines.append("")
-        lines += _table(("gated metric", "metric", "outcome"), gate_rows)
+        lines += format_table(("gated metric", "metric", "outcome"), gate_rows)
         improved = sum(row[2] == "improved" for row in gate_rows)
         new = sum(row[2] == "new" for row in gate_rows)
         if improved or new:
