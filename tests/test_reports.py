@@ -21,6 +21,7 @@ from ortperf_store_factories import comparison, latency, save
 
 from pytest_ortperf import report_charts
 from pytest_ortperf.cli import main as ortperf_cli
+from pytest_ortperf.files import write_atomic
 from pytest_ortperf.html_report import (
     PLOTS_HINT,
     ReportInput,
@@ -35,7 +36,7 @@ from pytest_ortperf.json_report import (
     pytest_benchmark_json,
 )
 from pytest_ortperf.markdown_report import markdown_summary
-from pytest_ortperf.outputs import NO_VERDICTS, write_atomic
+from pytest_ortperf.outputs import NO_VERDICTS
 
 HAS_MPL = report_charts.available()
 PNG = re.compile(r'<img src="data:image/png;base64,([A-Za-z0-9+/=]+)"')

@@ -22,13 +22,12 @@ import contextlib
 import datetime
 import json
 import math
-import os
-import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeGuard
 
+from .files import write_atomic
 from .gate import (
     Verdict,
     fingerprint_matches,
@@ -40,6 +39,7 @@ from .gate import (
     not_comparable,
 )
 from .report import format_seconds
+from .stats import median
 
 SCHEMA_VERSION = 1
 DIRNAME = "__ortperf__"
@@ -251,23 +251,11 @@ def write_baseline(path: Path, entries: Mapping[str, Mapping[str, Any]]) -> None
             path.parent.rmdir()  # only succeeds when empty
         return
     text = dumps_baseline(entries)  # serialize first: a failure here touches nothing
-    path.parent.mkdir(parents=True, exist_ok=True)
     try:
         mode = path.stat().st_mode & 0o777
     except FileNotFoundError:
         mode = 0o644
-    fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp_name, mode)
-        os.replace(tmp_name, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp_name)
-        raise
+    write_atomic(path, text, mode=mode)
 
 
 # --------------------------------------------------------------------------- entries
@@ -277,12 +265,6 @@ def _session_settings(session: Mapping[str, Any] | None) -> dict[str, Any] | Non
     if session is None:
         return None
     return {k: session[k] for k in SESSION_KEYS if k in session}
-
-
-def _median(values: Sequence[float]) -> float:
-    ordered = sorted(float(v) for v in values)
-    mid = len(ordered) // 2
-    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
 
 
 def entry_from_record(
@@ -318,7 +300,7 @@ def entry_from_record(
                 confidence=float(record_dict["confidence"]),
                 n=len(ratios),
                 block_ratios=ratios,
-                medians={role: _median(arm["samples"]) for role, arm in arms.items()},
+                medians={role: median(arm["samples"]) for role, arm in arms.items()},
                 op_histograms=op_histograms(record_dict),
                 sessions={
                     role: _session_settings(arm.get("session")) for role, arm in arms.items()
@@ -327,7 +309,7 @@ def entry_from_record(
         else:
             samples = [float(x) for x in record_dict["samples"]]
             entry.update(
-                median=_median(samples),
+                median=median(samples),
                 n=len(samples),
                 samples=samples,
                 calls_per_block=int(record_dict["calls_per_block"]),
@@ -352,10 +334,10 @@ def summarize_entry(entry: Mapping[str, Any]) -> str:
     """A short description of an entry's headline number (``ratio 0.912``, ``median 1.2 ms``)."""
     if entry.get("kind") == "compare":
         return f"ratio {float(entry['ratio']):.3g}"
-    median = entry.get("median")
-    if median is None:
-        median = _median(entry["samples"])
-    return f"median {format_seconds(float(median))}"
+    value = entry.get("median")
+    if value is None:
+        value = median(entry["samples"])
+    return f"median {format_seconds(float(value))}"
 
 
 def _describe_change(old: Mapping[str, Any], new_entry: Mapping[str, Any]) -> str:
@@ -457,7 +439,7 @@ def judge_entry(
         values = record_dict.get("block_ratios") or record_dict.get("samples") or [math.nan]
         return [
             not_comparable(
-                metric, _median(values), float(entry.get("ratio") or entry.get("median") or 0),
+                metric, median(values), float(entry.get("ratio") or entry.get("median") or 0),
                 [f"api ({entry.get('api')} -> {record_dict.get('api')})"], len(values),
             )
         ]  # fmt: skip
@@ -466,7 +448,7 @@ def judge_entry(
         if entry is None or entry.get("kind") != "compare":
             return [
                 judge_structure({}, op_histograms(record_dict)),
-                new("ratio", _median(ratios), len(ratios)),
+                new("ratio", median(ratios), len(ratios)),
             ]
         return [
             judge_structure(entry.get("op_histograms", {}), op_histograms(record_dict)),
@@ -475,13 +457,13 @@ def judge_entry(
     if kind == "latency":
         samples = [float(x) for x in record_dict["samples"]]
         if entry is None or entry.get("kind") != "latency":
-            return [new("latency", _median(samples), len(samples))]
+            return [new("latency", median(samples), len(samples))]
         ok, bad = fingerprint_matches(
             fingerprint_of(entry.get("environment") or {}, entry.get("session") or {}),
             fingerprint_of(environment, record_dict.get("session") or {}),
         )
         if not ok:
             base = [float(x) for x in entry["samples"]]
-            return [not_comparable("latency", _median(samples), _median(base), bad, len(samples))]
+            return [not_comparable("latency", median(samples), median(base), bad, len(samples))]
         return [judge_latency(samples, entry["samples"], threshold=lat_thr, alpha=alpha)]
     raise ValueError(f"unknown record kind {kind!r}")

@@ -275,8 +275,9 @@ def cmd_prune(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    from .files import write_atomic
     from .html_report import build_html
-    from .outputs import report_input_from_store, write_atomic
+    from .outputs import report_input_from_store
 
     data = report_input_from_store(_store(args), args.run, args.last)
     target = Path(args.output)

@@ -8,10 +8,8 @@ report's data from the store serve ``ortperf report`` too.
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
-import tempfile
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -19,6 +17,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+
+from .files import write_atomic
 
 if TYPE_CHECKING:
     from .html_report import HistoryKey, HistoryPoint, ReportInput
@@ -85,30 +85,6 @@ class OutputSettings:
 
 
 # ------------------------------------------------------------------------------ files
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temp file in the same directory and a rename,
-    creating missing directories; a reader never sees half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600: give the usual file mode
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-
-
-def _umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
 
 
 def append_text(path: Path, text: str) -> None:
