@@ -29,7 +29,7 @@ import pandas as pd
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from pytest_ortperf.profile import read_profile
+from pytest_ortperf.profiling.parse import read_profile
 
 RUNS = 400
 BLOCKS = 110  # Conv + Relu per block: ~225 nodes per run

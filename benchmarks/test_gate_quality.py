@@ -127,13 +127,13 @@ def _format(rows: Sequence[dict[str, Any]], header: str) -> str:
 
 
 def test_gate_quality(request: pytest.FixtureRequest, tmp_path, record_property, capsys):
-    from pytest_ortperf.baseline import entry_from_record, entry_key, write_baseline
+    from pytest_ortperf.gating.baseline import entry_from_record, entry_key, write_baseline
     from pytest_ortperf.feeds import input_specs, make_feeds
-    from pytest_ortperf.gating import VERDICTS_PROPERTY, Baselines, Gate, measuring_engine
+    from pytest_ortperf.gating.gate import VERDICTS_PROPERTY, Baselines, Gate, measuring_engine
     from pytest_ortperf.measure import Engine
     from pytest_ortperf.recorder import Recorder
     from pytest_ortperf.runapi import OrtBinding, binding_call
-    from pytest_ortperf.session import OrtSession
+    from pytest_ortperf.ort_session import OrtSession
     from pytest_ortperf.state import STATE_KEY, environment
     from pytest_ortperf.stats import median, paired_ratio, ratio_of_blocks
 

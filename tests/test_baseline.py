@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from pytest_ortperf.baseline import (
+from pytest_ortperf.gating.baseline import (
     SCHEMA_VERSION,
     Baseline,
     BaselineError,
@@ -22,7 +22,7 @@ from pytest_ortperf.baseline import (
     unused_entries,
     write_baseline,
 )
-from pytest_ortperf.gate import Outcome
+from pytest_ortperf.gating.rules import Outcome
 from pytest_ortperf.results import Comparison, LatencyResult, SessionInfo
 
 TEST = "tests/test_models.py::test_fused"

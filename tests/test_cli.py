@@ -11,7 +11,7 @@ import pytest
 from ortperf_store_factories import OTHER_ENV, comparison, latency, save
 
 from pytest_ortperf.cli import main
-from pytest_ortperf.report import format_seconds as fmt_seconds
+from pytest_ortperf.reports.terminal import format_seconds as fmt_seconds
 
 T0 = 1_700_000_000.0
 

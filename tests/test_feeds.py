@@ -5,7 +5,7 @@ from onnx import TensorProto
 from onnx import helper as oh
 
 from pytest_ortperf.feeds import FeedError, InputSpec, input_specs, make_feeds
-from pytest_ortperf.session import OrtSession
+from pytest_ortperf.ort_session import OrtSession
 
 ALL_TYPES = {
     TensorProto.FLOAT: np.float32,

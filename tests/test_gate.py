@@ -1,4 +1,4 @@
-"""The decision rules of pytest_ortperf.gate, with injected samples (no timing)."""
+"""The decision rules of pytest_ortperf.gating.rules, with injected samples (no timing)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from pytest_ortperf.gate import (
+from pytest_ortperf.gating.rules import (
     Outcome,
     Verdict,
     decide_early,
@@ -91,7 +91,7 @@ def test_ratio_slower_but_not_significant_with_enough_blocks() -> None:
 
 
 def test_min_blocks_for_alpha() -> None:
-    from pytest_ortperf.gate import min_attainable_p, min_blocks_for
+    from pytest_ortperf.gating.rules import min_attainable_p, min_blocks_for
 
     n = min_blocks_for(0.01)
     assert min_attainable_p(n - 2) < 0.01 <= min_attainable_p(n - 3)

@@ -10,8 +10,8 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from pytest_ortperf import profile as profile_mod
-from pytest_ortperf.profile import Profile, compare_profiles, format_type_shapes, read_profile
+from pytest_ortperf.profiling import parse as profile_mod
+from pytest_ortperf.profiling.parse import Profile, compare_profiles, format_type_shapes, read_profile
 
 DATA = Path(__file__).parent / "data" / "profiles"
 ORT132 = DATA / "ort132_if.json"  # recorded with ORT 1.32: If with a subgraph, mem_* keys
@@ -299,7 +299,7 @@ def test_lazy_exports_keep_the_package_import_cheap() -> None:
     code = (
         "import sys, pytest_ortperf as p\n"
         "assert 'pandas' not in sys.modules and 'onnxruntime' not in sys.modules\n"
-        "assert p.read_profile is __import__('pytest_ortperf.profile').profile.read_profile\n"
+        "assert p.read_profile is __import__('pytest_ortperf.profiling.parse').profiling.parse.read_profile\n"
         "assert p.Profile and p.compare_profiles and p.profile_session\n"
         "assert 'read_profile' in dir(p)\n"
     )

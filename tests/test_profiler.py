@@ -11,9 +11,9 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from pytest_ortperf.profile import Profile
-from pytest_ortperf.profiler import MemoryResult, peak_memory, profile_session
-from pytest_ortperf.session import OrtSession
+from pytest_ortperf.profiling.parse import Profile
+from pytest_ortperf.profiling.run import MemoryResult, peak_memory, profile_session
+from pytest_ortperf.ort_session import OrtSession
 
 OPSET = [helper.make_opsetid("", 17)]
 
@@ -249,7 +249,7 @@ def test_peak_memory_sees_an_allocation() -> None:
 
 
 def test_peak_memory_sampling_fallback(monkeypatch: pytest.MonkeyPatch) -> None:
-    from pytest_ortperf import profiler
+    from pytest_ortperf.profiling import run as profiler
 
     if not Path("/proc/self/status").exists():
         pytest.skip("needs Linux /proc")
@@ -275,7 +275,7 @@ def _is_png(path: Path) -> bool:
 
 def test_plots(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
-    from pytest_ortperf.plots import plot_by_op, plot_compare, plot_timeline
+    from pytest_ortperf.profiling.plots import plot_by_op, plot_compare, plot_timeline
 
     model, feeds = attention_model(), attention_feeds()
     base = profile_session(OrtSession.create(model, optimization="disable"), feeds, runs=2)
@@ -297,7 +297,7 @@ def test_plots(tmp_path: Path) -> None:
 def test_plots_without_matplotlib(monkeypatch: pytest.MonkeyPatch) -> None:
     import sys
 
-    from pytest_ortperf.plots import plot_by_op
+    from pytest_ortperf.profiling.plots import plot_by_op
 
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     monkeypatch.setitem(sys.modules, "matplotlib.figure", None)

@@ -19,24 +19,24 @@ from typing import Any
 import pytest
 from ortperf_store_factories import comparison, latency, save
 
-from pytest_ortperf import report_charts
+from pytest_ortperf.reports import charts as report_charts
 from pytest_ortperf.cli import main as ortperf_cli
 from pytest_ortperf.files import write_atomic
-from pytest_ortperf.html_report import (
+from pytest_ortperf.reports.html import (
     PLOTS_HINT,
     ReportInput,
     build_html,
     summary_rows,
 )
-from pytest_ortperf.json_report import (
+from pytest_ortperf.reports.json import (
     SCHEMA,
     RunInfo,
     benchmark_stats,
     ortperf_json,
     pytest_benchmark_json,
 )
-from pytest_ortperf.markdown_report import markdown_summary
-from pytest_ortperf.outputs import NO_VERDICTS
+from pytest_ortperf.reports.markdown import markdown_summary
+from pytest_ortperf.reports.writer import NO_VERDICTS
 
 HAS_MPL = report_charts.available()
 PNG = re.compile(r'<img src="data:image/png;base64,([A-Za-z0-9+/=]+)"')

@@ -12,14 +12,14 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from .config import OrtperfConfig
-from .results import USER_PROPERTY, Record, record_from_dict
+from pytest_ortperf.config import OrtperfConfig
+from pytest_ortperf.results import USER_PROPERTY, Record, record_from_dict
 
 
 @cache
 def environment() -> Mapping[str, Any]:
     """This machine and its onnxruntime (collected once per process)."""
-    from .env import collect_environment
+    from pytest_ortperf.env import collect_environment
 
     return collect_environment()
 
@@ -47,7 +47,7 @@ class OrtperfState:
     def baselines(self) -> Baselines:
         """The baseline files of this process (imported and built on first use)."""
         if self._baselines is None:
-            from .gating import Baselines
+            from pytest_ortperf.gating.gate import Baselines
 
             self._baselines = Baselines(self.rootpath)
         return self._baselines
@@ -58,7 +58,7 @@ class OrtperfState:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if not self.settings.enabled:
             return
-        from .report import compact_property
+        from pytest_ortperf.reports.terminal import compact_property
 
         if report.when == "call":
             self._gather(report)
@@ -69,8 +69,8 @@ class OrtperfState:
         ]
 
     def _gather(self, report: pytest.TestReport) -> None:
-        from .gating import GATED, VERDICTS_PROPERTY
-        from .recorder import PROFILE_PROPERTY
+        from pytest_ortperf.gating.gate import GATED, VERDICTS_PROPERTY
+        from pytest_ortperf.recorder import PROFILE_PROPERTY
 
         if report.passed:
             self.passed.add(report.nodeid)
@@ -101,8 +101,8 @@ class OrtperfState:
         written is reported, never raised: test outcomes stay as they are."""
         if not self.settings.enabled or not self.records:
             return
-        from .env import git_info
-        from .store import StoreError, resolve_store, save_run
+        from pytest_ortperf.env import git_info
+        from pytest_ortperf.store import StoreError, resolve_store, save_run
 
         target = resolve_store(self.settings.store, config.rootpath)
         if target is None:
@@ -129,7 +129,7 @@ class OrtperfState:
         tests that no longer exist; otherwise report unused entries."""
         if not self.settings.enabled:
             return
-        from .baseline import (
+        from pytest_ortperf.gating.baseline import (
             SCHEMA_VERSION,
             Baseline,
             BaselineError,
@@ -140,8 +140,8 @@ class OrtperfState:
             unused_entries,
             write_baseline,
         )
-        from .gating import local_record, split_nodeid
-        from .recorder import OP_SHARES
+        from pytest_ortperf.gating.gate import local_record, split_nodeid
+        from pytest_ortperf.recorder import OP_SHARES
 
         partial = _partial_run(config)
         recorded: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
@@ -212,6 +212,6 @@ def _relative(path: Path, root: Path) -> str:
 
 
 if TYPE_CHECKING:
-    from .gating import Baselines
+    from pytest_ortperf.gating.gate import Baselines
 
 STATE_KEY = pytest.StashKey[OrtperfState]()

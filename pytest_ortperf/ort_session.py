@@ -14,7 +14,7 @@ from typing import Any
 import onnx
 import onnxruntime as ort
 
-from .results import SessionInfo
+from pytest_ortperf.results import SessionInfo
 
 OPTIMIZATION_LEVELS: dict[str, ort.GraphOptimizationLevel] = {
     "disable": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,

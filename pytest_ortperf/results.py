@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .stats import Summary, summarize
+from pytest_ortperf.stats import Summary, summarize
 
 USER_PROPERTY = "ortperf"
 """Name of the ``user_properties`` entry that carries one record."""

@@ -18,12 +18,12 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from .files import write_atomic
+from pytest_ortperf.files import write_atomic
 
 if TYPE_CHECKING:
-    from .html_report import HistoryKey, HistoryPoint, ReportInput
-    from .json_report import RunInfo
-    from .state import OrtperfState
+    from pytest_ortperf.reports.html import HistoryKey, HistoryPoint, ReportInput
+    from pytest_ortperf.reports.json import RunInfo
+    from pytest_ortperf.state import OrtperfState
 
 SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
 HISTORY_RUNS = 20
@@ -47,7 +47,7 @@ class OutputSettings:
     def from_pytest(cls, config: pytest.Config) -> OutputSettings:
         """Options (relative to the invocation directory) over ini keys (relative to the
         ini file's directory); ``$GITHUB_STEP_SUMMARY`` adds a Markdown target."""
-        from .json_report import FORMATS
+        from pytest_ortperf.reports.json import FORMATS
 
         ini_dir = config.inipath.parent if config.inipath else config.rootpath
         cwd = config.invocation_params.dir
@@ -118,8 +118,8 @@ def read_history(
 ) -> dict[HistoryKey, list[HistoryPoint]]:
     """The stored values of ``keys`` over the last ``last`` runs (up to run ``until``):
     ratios of comparisons, medians of latencies. Raises StoreError."""
-    from .html_report import HistoryPoint
-    from .store import list_runs, read_results
+    from pytest_ortperf.reports.html import HistoryPoint
+    from pytest_ortperf.store import list_runs, read_results
 
     wanted = set(keys)
     runs = list_runs(store)
@@ -161,9 +161,9 @@ def history_keys(records: Sequence[Any]) -> list[HistoryKey]:
 
 
 def _run_info(state: OrtperfState, config: pytest.Config, exit_status: int) -> RunInfo:
-    from .env import git_info
-    from .json_report import RunInfo
-    from .state import environment
+    from pytest_ortperf.env import git_info
+    from pytest_ortperf.reports.json import RunInfo
+    from pytest_ortperf.state import environment
 
     settings = state.settings
     return RunInfo(
@@ -186,8 +186,8 @@ def _run_info(state: OrtperfState, config: pytest.Config, exit_status: int) -> R
 
 def report_input_from_run(state: OrtperfState, config: pytest.Config, run: RunInfo) -> ReportInput:
     """The HTML report's data from this run's state, with history from its store."""
-    from .html_report import ReportInput
-    from .store import StoreError, resolve_store
+    from pytest_ortperf.reports.html import ReportInput
+    from pytest_ortperf.store import StoreError, resolve_store
 
     history: dict[HistoryKey, list[HistoryPoint]] = {}
     note = None
@@ -226,7 +226,7 @@ def write_outputs(
     run = _run_info(state, config, exit_status)
     if outputs.report is not None:
         try:
-            from .html_report import build_html
+            from pytest_ortperf.reports.html import build_html
 
             text = build_html(report_input_from_run(state, config, run))
             write_atomic(outputs.report, text)
@@ -237,7 +237,7 @@ def write_outputs(
         try:
             import json
 
-            from .json_report import ortperf_json, pytest_benchmark_json
+            from pytest_ortperf.reports.json import ortperf_json, pytest_benchmark_json
 
             if outputs.json_format == "pytest-benchmark":
                 doc = pytest_benchmark_json(run, state.records)
@@ -249,7 +249,7 @@ def write_outputs(
             lines.append(f"JSON results NOT written to {outputs.json}: {_why(exc)}")
     for target in outputs.markdown:
         try:
-            from .markdown_report import markdown_summary
+            from pytest_ortperf.reports.markdown import markdown_summary
 
             text = markdown_summary(
                 state.records,
@@ -270,8 +270,8 @@ def write_outputs(
 def report_input_from_store(store: str, run: str | int = "latest", last: int = 10) -> ReportInput:
     """The HTML report's data for one stored run (no verdicts: they are not stored).
     Raises StoreError."""
-    from .html_report import ReportInput
-    from .store import list_runs, load_records, read_profiles, read_results, resolve_run_id
+    from pytest_ortperf.reports.html import ReportInput
+    from pytest_ortperf.store import list_runs, load_records, read_profiles, read_results, resolve_run_id
 
     run_id = resolve_run_id(store, run)
     records = load_records(store, run_id)

@@ -46,9 +46,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from . import __version__
-from .results import Comparison, LatencyResult, Record
-from .stats import quantile
+from pytest_ortperf import __version__
+from pytest_ortperf.results import Comparison, LatencyResult, Record
+from pytest_ortperf.stats import quantile
 
 SCHEMA = "pytest-ortperf/1"
 FORMATS = ("ortperf", "pytest-benchmark")

@@ -27,8 +27,8 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.pool import NullPool
 
-from .results import Comparison, LatencyResult, OutputDiff, Record, SessionInfo
-from .stats import Summary
+from pytest_ortperf.results import Comparison, LatencyResult, OutputDiff, Record, SessionInfo
+from pytest_ortperf.stats import Summary
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -375,7 +375,7 @@ def _measurement_row(run_id: int, record: Record) -> dict[str, Any]:
 
 
 def _environment_row(env: Mapping[str, Any]) -> dict[str, Any]:
-    from .env import machine_fingerprint
+    from pytest_ortperf.env import machine_fingerprint
 
     known = {
         "ort_version": env.get("ort_version"),

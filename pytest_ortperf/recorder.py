@@ -9,19 +9,19 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import numpy as np
 import pytest
 
-from .gating import GATED, VERDICTS_PROPERTY, Gate, GateFailure, failure_message, verdict_payload
-from .measure import Engine, Samples, StopRule, smoke
-from .results import USER_PROPERTY, Comparison, LatencyResult, MemoryRecord, OutputDiff, Record
-from .runapi import APIS, Call, OrtBinding, binding_call, make_call
-from .session import OrtSession
-from .stats import paired_ratio, ratio_of_blocks
+from pytest_ortperf.gating.gate import GATED, VERDICTS_PROPERTY, Gate, GateFailure, failure_message, verdict_payload
+from pytest_ortperf.measure import Engine, Samples, StopRule, smoke
+from pytest_ortperf.results import USER_PROPERTY, Comparison, LatencyResult, MemoryRecord, OutputDiff, Record
+from pytest_ortperf.runapi import APIS, Call, OrtBinding, binding_call, make_call
+from pytest_ortperf.ort_session import OrtSession
+from pytest_ortperf.stats import paired_ratio, ratio_of_blocks
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from .gate import Verdict
-    from .profile import Profile
-    from .profiler import MemoryResult
+    from pytest_ortperf.gating.rules import Verdict
+    from pytest_ortperf.profiling.parse import Profile
+    from pytest_ortperf.profiling.run import MemoryResult
 
 OP_SHARES = "op_shares"
 """Record key: ``{role: {op type: share of kernel time}}`` of a compare's two arms."""
@@ -324,7 +324,7 @@ class Recorder:
         """Per-node kernel timings of ``runs`` runs on a separate profiling session (never
         mixed into latency samples). Under ``--ortperf`` its per-op summary is stored with
         the measurement of the same ``name`` in this test."""
-        from .profiler import profile_session
+        from pytest_ortperf.profiling.run import profile_session
 
         session = target.session if isinstance(target, OrtBinding) else target
         if feeds is None:
@@ -359,7 +359,7 @@ class Recorder:
     ) -> MemoryResult:
         """Peak memory of the process during each of ``runs`` calls (Linux: the kernel's
         high-water mark, reset before each call where permitted). In smoke mode: one run."""
-        from .profiler import peak_memory
+        from pytest_ortperf.profiling.run import peak_memory
 
         call, _, api, session = self._calls(target, feeds, api)
         result = peak_memory(call, runs=runs if self.measured else 1)
@@ -456,7 +456,7 @@ class Recorder:
 
 def op_shares(session: OrtSession, feeds: Feeds, runs: int = 10) -> dict[str, float]:
     """Each op type's share of kernel time, from a short profile on a separate session."""
-    from .profiler import profile_session
+    from pytest_ortperf.profiling.run import profile_session
 
     by_op = profile_session(session, feeds, runs=runs, warmup=3).by_op()
     shares = by_op.groupby("op_type")["share"].sum()
@@ -475,7 +475,7 @@ def attribution(
         return [f"  (no attribution: profiling failed: {type(exc).__name__}: {exc})"]
     stored = (entry or {}).get(OP_SHARES)
     if not stored:
-        from .profiler import profile_session
+        from pytest_ortperf.profiling.run import profile_session
 
         base = profile_session(arms["reference"], feeds, runs=10)
         cand = profile_session(arms["candidate"], feeds, runs=10)

@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .html_report import OUTCOME_ORDER, SummaryRow, outcome_counts, summary_rows
-from .results import Record
+from pytest_ortperf.reports.html import OUTCOME_ORDER, SummaryRow, outcome_counts, summary_rows
+from pytest_ortperf.results import Record
 
 ICONS = {
     "regressed": "❌",

@@ -13,13 +13,13 @@ from typing import Any
 
 # Public names imported on first access, keeping ``import pytest_ortperf`` cheap.
 _LAZY: dict[str, str] = {
-    "read_profile": "pytest_ortperf.profile",
-    "compare_profiles": "pytest_ortperf.profile",
-    "Profile": "pytest_ortperf.profile",
-    "ProfileComparison": "pytest_ortperf.profile",
-    "profile_session": "pytest_ortperf.profiler",
-    "peak_memory": "pytest_ortperf.profiler",
-    "MemoryResult": "pytest_ortperf.profiler",
+    "read_profile": "pytest_ortperf.profiling.parse",
+    "compare_profiles": "pytest_ortperf.profiling.parse",
+    "Profile": "pytest_ortperf.profiling.parse",
+    "ProfileComparison": "pytest_ortperf.profiling.parse",
+    "profile_session": "pytest_ortperf.profiling.run",
+    "peak_memory": "pytest_ortperf.profiling.run",
+    "MemoryResult": "pytest_ortperf.profiling.run",
 }
 
 

@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeGuard
 
-from .files import write_atomic
-from .gate import (
+from pytest_ortperf.files import write_atomic
+from pytest_ortperf.gating.rules import (
     Verdict,
     fingerprint_matches,
     fingerprint_of,
@@ -38,8 +38,8 @@ from .gate import (
     new,
     not_comparable,
 )
-from .report import format_seconds
-from .stats import median
+from pytest_ortperf.reports.terminal import format_seconds
+from pytest_ortperf.stats import median
 
 SCHEMA_VERSION = 1
 DIRNAME = "__ortperf__"

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from .measure import EngineConfig
+from pytest_ortperf.measure import EngineConfig
 
 MARKER = "ortperf"
 MARKER_KEYS = ("budget", "block", "threshold", "alpha", "structure", "strict")

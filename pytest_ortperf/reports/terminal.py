@@ -6,7 +6,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .results import Comparison, LatencyResult, MemoryRecord, Record
+from pytest_ortperf.results import Comparison, LatencyResult, MemoryRecord, Record
 
 WIDTH = 100
 

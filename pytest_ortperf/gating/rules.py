@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from .report import format_seconds
+from pytest_ortperf.reports.terminal import format_seconds
 
 FloatArray = npt.NDArray[np.float64]
 

@@ -11,19 +11,19 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import pytest
 
-from .config import MarkerError, OrtperfConfig, marker_settings
-from .outputs import OutputSettings, write_outputs
-from .state import STATE_KEY, OrtperfState
+from pytest_ortperf.config import MarkerError, OrtperfConfig, marker_settings
+from pytest_ortperf.reports.writer import OutputSettings, write_outputs
+from pytest_ortperf.state import STATE_KEY, OrtperfState
 
 OUTPUTS_KEY = pytest.StashKey[OutputSettings]()
 
 RECORDER_KEY = pytest.StashKey["Recorder"]()
 
 if TYPE_CHECKING:
-    from .profile import Profile
-    from .recorder import Recorder
-    from .runapi import OrtBinding
-    from .session import OrtSession
+    from pytest_ortperf.profiling.parse import Profile
+    from pytest_ortperf.recorder import Recorder
+    from pytest_ortperf.runapi import OrtBinding
+    from pytest_ortperf.ort_session import OrtSession
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -141,7 +141,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     # --ortperf every test goes to one worker instead of recording disturbed numbers.
     if not config.stash[STATE_KEY].settings.enabled:
         return None
-    from .xdist_serial import SerialScheduling
+    from pytest_ortperf.xdist_serial import SerialScheduling
 
     return SerialScheduling(config, log)
 
@@ -181,7 +181,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     state = config.stash.get(STATE_KEY, None)
     if state is None or not state.settings.enabled or not (state.records or state.notes):
         return
-    from .report import summary_lines
+    from pytest_ortperf.reports.terminal import summary_lines
 
     terminalreporter.section("ortperf")
     for line in summary_lines(state.records, state.verdicts):
@@ -204,7 +204,7 @@ def ort_session() -> Callable[..., OrtSession]:
 
     A provider this onnxruntime build lacks skips the test, naming it and the available ones.
     """
-    from .session import OrtSession, ProviderUnavailable
+    from pytest_ortperf.ort_session import OrtSession, ProviderUnavailable
 
     def factory(
         model: Any,
@@ -242,7 +242,7 @@ def ort_session() -> Callable[..., OrtSession]:
 def ort_feeds() -> Callable[..., dict[str, Any]]:
     """Factory: ``ort_feeds(session, *, dims=None, shapes=None, seed=0, values=None,
     low=None, high=None)``: random inputs from the session's signature."""
-    from .feeds import input_specs, make_feeds
+    from pytest_ortperf.feeds import input_specs, make_feeds
 
     def factory(session: OrtSession, **kwargs: Any) -> dict[str, Any]:
         __tracebackhide__ = True
@@ -257,7 +257,7 @@ def ort_feeds() -> Callable[..., dict[str, Any]]:
 @pytest.fixture
 def ort_binding() -> Callable[..., OrtBinding]:
     """Factory: ``ort_binding(session, feeds, *, device="cpu")``: IOBinding-backed feeds."""
-    from .runapi import OrtBinding
+    from pytest_ortperf.runapi import OrtBinding
 
     def factory(
         session: OrtSession, feeds: Mapping[str, Any], *, device: str = "cpu"
@@ -276,7 +276,7 @@ def ort_profiler(request: pytest.FixtureRequest) -> Callable[..., Profile]:
     """Factory: ``ort_profiler(session_or_model, feeds, *, runs=10, warmup=3)``: per-node
     kernel timings of ``runs`` runs on a separate profiling session, warm-up excluded, the
     profile file in a temp dir that is removed. In smoke mode: one run, no warm-up."""
-    from .profiler import profile_session
+    from pytest_ortperf.profiling.run import profile_session
 
     measured = request.config.stash[STATE_KEY].settings.enabled
 
@@ -294,10 +294,10 @@ def ort_profiler(request: pytest.FixtureRequest) -> Callable[..., Profile]:
 def ortperf(request: pytest.FixtureRequest) -> Generator[Recorder, None, None]:
     """The recorder: ``ortperf.latency``, ``ortperf.compare``, ``ortperf.rank``,
     ``ortperf.api_sweep``. Measures for real under ``--ortperf``, runs once otherwise."""
-    from .gating import Gate, measuring_engine
-    from .measure import Engine
-    from .recorder import Recorder
-    from .state import environment
+    from pytest_ortperf.gating.gate import Gate, measuring_engine
+    from pytest_ortperf.measure import Engine
+    from pytest_ortperf.recorder import Recorder
+    from pytest_ortperf.state import environment
 
     state: OrtperfState = request.config.stash[STATE_KEY]
     settings = state.settings

@@ -1,7 +1,7 @@
 """Gating as the recorder uses it: baseline entries of a test, verdicts, failure messages.
 
-The statistics live in :mod:`pytest_ortperf.gate` and the files in
-:mod:`pytest_ortperf.baseline`; this module ties them to test node ids and settings.
+The statistics live in :mod:`pytest_ortperf.gating.rules` and the files in
+:mod:`pytest_ortperf.gating.baseline`; this module ties them to test node ids and settings.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .baseline import (
+from pytest_ortperf.gating.baseline import (
     Baseline,
     BaselineError,
     baseline_path,
@@ -19,9 +19,9 @@ from .baseline import (
     judge_entry,
     load_baseline,
 )
-from .config import GateSettings
-from .gate import Outcome, Verdict, decide_early, min_blocks_for
-from .measure import Engine, EngineConfig, StopRule
+from pytest_ortperf.config import GateSettings
+from pytest_ortperf.gating.rules import Outcome, Verdict, decide_early, min_blocks_for
+from pytest_ortperf.measure import Engine, EngineConfig, StopRule
 
 UPDATE_BUDGET_FACTOR = 3.0
 """``--ortperf-update`` measures baselines with this many times the budget."""

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-    from .profile import Profile, ProfileComparison
+    from pytest_ortperf.profiling.parse import Profile, ProfileComparison
 
 __all__ = ["plot_by_op", "plot_compare", "plot_timeline"]
 

@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .profile import Profile, read_profile
+from pytest_ortperf.profiling.parse import Profile, read_profile
 
 if TYPE_CHECKING:
-    from .session import ModelLike, OrtSession
+    from pytest_ortperf.ort_session import ModelLike, OrtSession
 
 __all__ = ["MemoryResult", "peak_memory", "profile_session"]
 
@@ -38,7 +38,7 @@ def profile_session(
     a new, profiling session) or a model (path, bytes, ``onnx.ModelProto``) run with default
     settings.
     """
-    from .session import OrtSession
+    from pytest_ortperf.ort_session import OrtSession
 
     if runs < 1 or warmup < 0:
         raise ValueError(f"runs must be >= 1 and warmup >= 0, got runs={runs}, warmup={warmup}")

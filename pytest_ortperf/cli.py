@@ -17,7 +17,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .report import format_seconds, format_table
+from pytest_ortperf.reports.terminal import format_seconds, format_table
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -83,7 +83,7 @@ def _metric(row: Any) -> float:
 
 
 def _store(args: argparse.Namespace) -> str:
-    from .store import resolve_store
+    from pytest_ortperf.store import resolve_store
 
     resolved = resolve_store(args.store, Path.cwd())
     if resolved is None:
@@ -92,7 +92,7 @@ def _store(args: argparse.Namespace) -> str:
 
 
 def cmd_history(args: argparse.Namespace) -> int:
-    from .store import read_results
+    from pytest_ortperf.store import read_results
 
     frame = read_results(_store(args), test=args.test, name=args.name)
     if frame.empty:
@@ -133,7 +133,7 @@ def _history_block(key: tuple[str, ...], series: pd.DataFrame) -> str:
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
-    from .store import list_runs
+    from pytest_ortperf.store import list_runs
 
     frame = list_runs(_store(args))
     if frame.empty:
@@ -177,7 +177,7 @@ def _side(row: dict[str, Any], suffix: str) -> dict[str, Any]:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from .store import read_results, resolve_run_id
+    from pytest_ortperf.store import read_results, resolve_run_id
 
     store = _store(args)
     run_a = resolve_run_id(store, args.run_a)
@@ -237,7 +237,7 @@ def _flatten(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from .store import read_results
+    from pytest_ortperf.store import read_results
 
     if args.format == "parquet":
         if not any(importlib.util.find_spec(m) for m in ("pyarrow", "fastparquet")):
@@ -267,7 +267,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_prune(args: argparse.Namespace) -> int:
-    from .store import prune
+    from pytest_ortperf.store import prune
 
     n_runs, n_meas = prune(_store(args), args.keep)
     print(f"removed {n_runs} runs ({n_meas} measurements); kept the newest {args.keep}")
@@ -275,9 +275,9 @@ def cmd_prune(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from .files import write_atomic
-    from .html_report import build_html
-    from .outputs import report_input_from_store
+    from pytest_ortperf.files import write_atomic
+    from pytest_ortperf.reports.html import build_html
+    from pytest_ortperf.reports.writer import report_input_from_store
 
     data = report_input_from_store(_store(args), args.run, args.last)
     target = Path(args.output)
@@ -424,9 +424,9 @@ def _dim(text: str) -> tuple[str, int]:
 def cmd_profile(args: argparse.Namespace) -> int:
     import pandas as pd
 
-    from .feeds import FeedError, input_specs, make_feeds
-    from .profiler import profile_session
-    from .session import OrtSession
+    from pytest_ortperf.feeds import FeedError, input_specs, make_feeds
+    from pytest_ortperf.profiling.run import profile_session
+    from pytest_ortperf.ort_session import OrtSession
 
     session = OrtSession.create(args.model, optimization=args.optimization, threads=args.threads)
     try:
@@ -447,7 +447,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
         profile.to_chrome_trace(args.trace)
         print(f"wrote the trace to {args.trace}", file=sys.stderr)
     if args.plot:
-        from .plots import plot_by_op
+        from pytest_ortperf.profiling.plots import plot_by_op
 
         plot_by_op(profile).savefig(args.plot)
         print(f"wrote the plot to {args.plot}", file=sys.stderr)
@@ -515,7 +515,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``ortperf`` command; returns the exit status."""
-    from .store import StoreError
+    from pytest_ortperf.store import StoreError
 
     parser = build_parser()
     try:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from .measure import Call, Samples, StopRule
+from pytest_ortperf.measure import Call, Samples, StopRule
 
 
 class ScriptedEngine:

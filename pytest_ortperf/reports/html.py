@@ -17,9 +17,9 @@ from datetime import datetime, timezone
 from functools import partial
 from typing import Any
 
-from . import report_charts as charts
-from .report import format_seconds
-from .results import Comparison, LatencyResult, Record
+from pytest_ortperf.reports import charts
+from pytest_ortperf.reports.terminal import format_seconds
+from pytest_ortperf.results import Comparison, LatencyResult, Record
 
 SWEEP_PREFIX = "api:"
 """Records named ``api:<api>`` come from ``ortperf.api_sweep``."""

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import onnxruntime as ort
 
-from .session import OrtSession
+from pytest_ortperf.ort_session import OrtSession
 
 APIS: tuple[str, ...] = (
     "run",
