@@ -18,8 +18,8 @@ _LAZY: dict[str, str] = {
     "Profile": "pytest_ortperf.profiling.parse",
     "ProfileComparison": "pytest_ortperf.profiling.parse",
     "profile_session": "pytest_ortperf.profiling.run",
-    "peak_memory": "pytest_ortperf.profiling.run",
-    "MemoryResult": "pytest_ortperf.profiling.run",
+    "peak_memory": "pytest_ortperf.profiling.memory",
+    "MemoryResult": "pytest_ortperf.results",
 }
 
 

@@ -17,7 +17,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_ortperf.reports.terminal import format_seconds, format_table
+from pytest_ortperf.reports.terminal import format_table
+from pytest_ortperf.units import format_change, format_seconds, parse_fraction
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -36,12 +37,6 @@ class UsageError(Exception):
 
 # --------------------------------------------------------------------------------------------
 # Formatting
-
-
-def fmt_change(change: float | None) -> str:
-    if change is None or math.isnan(change):
-        return ""
-    return f"{change * 100:+.1f}%"
 
 
 def _fmt_ratio(row: Any) -> str:
@@ -125,7 +120,7 @@ def _history_block(key: tuple[str, ...], series: pd.DataFrame) -> str:
                 _text(row["ort_version"]),
                 format_seconds(row["median"]),
                 _fmt_ratio(row),
-                fmt_change(change),
+                format_change(change),
             ]
         )
     title = f"{test}  [{name}]  {kind} via {api}: change of the {what}"
@@ -208,7 +203,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
                 format_seconds(side_b["median"]),
                 _fmt_ratio(side_a),
                 _fmt_ratio(side_b),
-                fmt_change(change),
+                format_change(change),
                 verdict,
             ]
         )
@@ -305,10 +300,10 @@ def _positive_int(text: str) -> int:
 
 def _fraction(text: str) -> float:
     try:
-        value = float(text.rstrip("%")) / (100.0 if text.endswith("%") else 1.0)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not 0.0 <= value < 10.0 or math.isnan(value):
+        value = parse_fraction(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"threshold {exc}") from None
+    if value >= 10.0:
         raise argparse.ArgumentTypeError(f"threshold must be a fraction like 0.05, got {text}")
     return value
 
@@ -425,8 +420,8 @@ def cmd_profile(args: argparse.Namespace) -> int:
     import pandas as pd
 
     from pytest_ortperf.feeds import FeedError, input_specs, make_feeds
-    from pytest_ortperf.profiling.run import profile_session
     from pytest_ortperf.ort_session import OrtSession
+    from pytest_ortperf.profiling.run import profile_session
 
     session = OrtSession.create(args.model, optimization=args.optimization, threads=args.threads)
     try:

@@ -4,28 +4,18 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from pytest_ortperf.gating.settings import GateSettings
 from pytest_ortperf.measure import EngineConfig
+from pytest_ortperf.reports.writer import JSON_FORMATS, ReportFiles
+from pytest_ortperf.units import parse_fraction
 
 MARKER = "ortperf"
 MARKER_KEYS = ("budget", "block", "threshold", "alpha", "structure", "strict")
-
-
-@dataclass(frozen=True)
-class GateSettings:
-    """How one test is gated (run settings overridden by its marker)."""
-
-    threshold: float = 0.05
-    alpha: float = 0.01
-    strict: bool = False
-    structure: bool = True
-    confirm: bool = True
-    latency_threshold: float | None = None
-    """Threshold of absolute latencies (None: ``threshold``): run-to-run drift of a
-    machine adds to them, not to ratios measured side by side."""
 
 
 class MarkerError(ValueError):
@@ -43,10 +33,13 @@ def _positive_float(value: Any, what: str, unit: str = "a number of seconds") ->
 
 
 def _fraction(value: Any, what: str) -> float:
-    """A fraction given as ``0.05`` or ``5%``."""
-    text = str(value).strip()
-    scale = 100.0 if text.endswith("%") else 1.0
-    number = _positive_float(text.rstrip("%"), what, "a fraction such as 0.05 or 5%") / scale
+    """A positive fraction given as ``0.05`` or ``5%``."""
+    try:
+        number = parse_fraction(value)
+    except ValueError as exc:
+        raise pytest.UsageError(f"{what} {exc}") from None
+    if not number > 0:
+        raise pytest.UsageError(f"{what} must be positive, got {value!r}")
     if number >= 1.0 and what.endswith("alpha"):
         raise pytest.UsageError(f"{what} must be below 1, got {value!r}")
     return number
@@ -160,3 +153,42 @@ def marker_settings(node: pytest.Item) -> dict[str, Any]:
             f"known: {', '.join(MARKER_KEYS)}"
         )
     return dict(marker.kwargs)
+
+
+SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
+"""GitHub Actions' job summary file: a Markdown summary is appended there too."""
+
+
+def report_files(config: pytest.Config) -> ReportFiles:
+    """Where this run's report files go: options (relative to the invocation directory)
+    over ini keys (relative to the ini file's directory); ``$GITHUB_STEP_SUMMARY`` adds a
+    Markdown target."""
+    ini_dir = config.inipath.parent if config.inipath else config.rootpath
+    cwd = config.invocation_params.dir
+
+    def path(name: str) -> Path | None:
+        value = config.getoption(name, None)
+        base = cwd
+        if not value:
+            value, base = config.getini(name), ini_dir
+        if not value or not str(value).strip():
+            return None
+        p = Path(str(value).strip()).expanduser()
+        return p if p.is_absolute() else base / p
+
+    fmt = config.getoption("ortperf_json_format", None) or config.getini("ortperf_json_format")
+    fmt = str(fmt or "ortperf").strip()
+    if fmt not in JSON_FORMATS:
+        raise pytest.UsageError(
+            f"ortperf_json_format must be one of {', '.join(JSON_FORMATS)}, got {fmt!r}"
+        )
+    markdown = [p for p in (path("ortperf_markdown"),) if p is not None]
+    summary = os.environ.get(SUMMARY_ENV, "").strip()
+    if summary:
+        markdown.append(Path(summary))
+    return ReportFiles(
+        report=path("ortperf_report"),
+        json=path("ortperf_json"),
+        json_format=fmt,
+        markdown=tuple(dict.fromkeys(markdown)),
+    )

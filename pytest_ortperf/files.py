@@ -29,6 +29,13 @@ def write_atomic(path: Path, text: str, *, mode: int | None = None) -> None:
         raise
 
 
+def append_text(path: Path, text: str) -> None:
+    """Append ``text`` to ``path`` (created with its directories when missing)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a", encoding="utf-8") as fh:
+        fh.write(text)
+
+
 def _umask() -> int:
     mask = os.umask(0o022)
     os.umask(mask)

@@ -3,6 +3,9 @@
 A *block* is ``k`` back-to-back calls timed as one, with ``k`` calibrated so a block lasts
 about ``block_s``; a sample is the block's time divided by ``k`` (seconds per call). The
 clock is injectable (``perf_counter_ns`` by default) so the logic is testable with a fake.
+
+:class:`TimingEngine` is the one protocol the recorder times through: :class:`Engine` here,
+and :class:`~pytest_ortperf.testing.ScriptedEngine`, which replays given samples.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 Call = Callable[[], object]
 Clock = Callable[[], int]
@@ -52,6 +56,35 @@ class Samples:
 
     values: tuple[float, ...]
     calls_per_block: int
+
+
+def asks_stop_rule(rounds: int, min_blocks: int) -> bool:
+    """Whether an interleaved measurement asks its stop rule after ``rounds`` rounds: every
+    :data:`CHECK_EVERY` rounds once ``min_blocks`` rounds are done."""
+    return rounds >= min_blocks and rounds % CHECK_EVERY == 0
+
+
+class TimingEngine(Protocol):
+    """What the recorder needs of a timing engine."""
+
+    @property
+    def clock(self) -> Clock:
+        """Clock of smoke-mode calls (nanoseconds)."""
+        ...
+
+    def scaled(self, factor: float) -> TimingEngine:
+        """The same engine with ``factor`` times the budget (the gate's confirmation)."""
+        ...
+
+    def measure(self, call: Call) -> Samples:
+        """Samples of one target."""
+        ...
+
+    def interleave(
+        self, calls: Sequence[Call], *, should_stop: StopRule | None = None
+    ) -> list[Samples]:
+        """Paired samples of several targets; ``should_stop`` may end the rounds early."""
+        ...
 
 
 class Engine:
@@ -137,8 +170,7 @@ class Engine:
             rounds += 1
             if (
                 should_stop is not None
-                and rounds >= cfg.min_blocks
-                and rounds % CHECK_EVERY == 0
+                and asks_stop_rule(rounds, cfg.min_blocks)
                 and should_stop(values)
             ):
                 break

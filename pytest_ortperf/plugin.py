@@ -11,19 +11,19 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import pytest
 
-from pytest_ortperf.config import MarkerError, OrtperfConfig, marker_settings
-from pytest_ortperf.reports.writer import OutputSettings, write_outputs
+from pytest_ortperf.config import MarkerError, OrtperfConfig, marker_settings, report_files
+from pytest_ortperf.reports.writer import ReportFiles
 from pytest_ortperf.state import STATE_KEY, OrtperfState
 
-OUTPUTS_KEY = pytest.StashKey[OutputSettings]()
+REPORT_FILES_KEY = pytest.StashKey[ReportFiles]()
 
 RECORDER_KEY = pytest.StashKey["Recorder"]()
 
 if TYPE_CHECKING:
+    from pytest_ortperf.ort_session import OrtSession
     from pytest_ortperf.profiling.parse import Profile
     from pytest_ortperf.recorder import Recorder
     from pytest_ortperf.runapi import OrtBinding
-    from pytest_ortperf.ort_session import OrtSession
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -124,7 +124,7 @@ def pytest_configure(config: pytest.Config) -> None:
     settings = OrtperfConfig.from_pytest(config)
     state = OrtperfState(settings, config.rootpath)
     config.stash[STATE_KEY] = state
-    config.stash[OUTPUTS_KEY] = OutputSettings.from_pytest(config)
+    config.stash[REPORT_FILES_KEY] = report_files(config)
     if not hasattr(config, "workerinput"):
         # Gathers records from test reports (on the xdist controller: the workers' reports).
         config.pluginmanager.register(state, "ortperf-state")
@@ -172,9 +172,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
             if session.exitstatus == pytest.ExitCode.OK:
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED
     # Report files never change the outcome: what could not be written is a note.
-    state.notes.extend(
-        write_outputs(config.stash[OUTPUTS_KEY], state, config, int(session.exitstatus))
-    )
+    state.write_reports(config.stash[REPORT_FILES_KEY], config, int(session.exitstatus))
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
@@ -184,7 +182,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     from pytest_ortperf.reports.terminal import summary_lines
 
     terminalreporter.section("ortperf")
-    for line in summary_lines(state.records, state.verdicts):
+    for line in summary_lines(state.records, state.judgements):
         terminalreporter.write_line(line)
     for note in state.notes:
         terminalreporter.write_line(f"ortperf: {note}", yellow="NOT" in note)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -9,23 +10,31 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import numpy as np
 import pytest
 
-from pytest_ortperf.gating.gate import GATED, VERDICTS_PROPERTY, Gate, GateFailure, failure_message, verdict_payload
-from pytest_ortperf.measure import Engine, Samples, StopRule, smoke
-from pytest_ortperf.results import USER_PROPERTY, Comparison, LatencyResult, MemoryRecord, OutputDiff, Record
-from pytest_ortperf.runapi import APIS, Call, OrtBinding, binding_call, make_call
+from pytest_ortperf.gating.gate import Gate, GateFailure, failure_message
+from pytest_ortperf.measure import Samples, StopRule, TimingEngine, smoke
 from pytest_ortperf.ort_session import OrtSession
+from pytest_ortperf.profiling.attribution import attribution, op_shares
+from pytest_ortperf.results import (
+    GATED,
+    OP_SHARES,
+    PROFILE_PROPERTY,
+    USER_PROPERTY,
+    VERDICTS_PROPERTY,
+    Comparison,
+    Judgement,
+    LatencyResult,
+    MemoryResult,
+    OutputDiff,
+    Record,
+    Verdict,
+)
+from pytest_ortperf.runapi import APIS, Call, OrtBinding, binding_call, make_call
 from pytest_ortperf.stats import paired_ratio, ratio_of_blocks
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from pytest_ortperf.gating.rules import Verdict
     from pytest_ortperf.profiling.parse import Profile
-    from pytest_ortperf.profiling.run import MemoryResult
-
-OP_SHARES = "op_shares"
-"""Record key: ``{role: {op type: share of kernel time}}`` of a compare's two arms."""
-PROFILE_PROPERTY = "ortperf-profile"
 
 Feeds = Mapping[str, np.ndarray[Any, Any]]
 R = TypeVar("R", LatencyResult, Comparison)
@@ -108,7 +117,7 @@ class Recorder:
         *,
         test: str,
         measured: bool,
-        engine: Engine,
+        engine: TimingEngine,
         user_properties: list[tuple[str, object]],
         gate: Gate | None = None,
         profile_arms: bool = False,
@@ -144,9 +153,8 @@ class Recorder:
             payload.update(extra or {})
             self._user_properties.append((USER_PROPERTY, payload))
             if verdicts:
-                self._user_properties.append(
-                    (VERDICTS_PROPERTY, verdict_payload(payload, verdicts))
-                )
+                judgement = Judgement(record.test, record.name, tuple(verdicts))
+                self._user_properties.append((VERDICTS_PROPERTY, judgement.to_dict()))
 
     def _entry(self, name: str) -> Mapping[str, Any] | None:
         if name in self._gated_names:
@@ -178,9 +186,6 @@ class Recorder:
             if attribution is not None and any(v.metric != "structure" for v in failing):
                 message += "\n" + "\n".join(attribution())
             self.failures.append(message)
-
-    def _time(self, call: Call) -> Samples:
-        return self.engine.measure(call) if self.measured else smoke(call, self.engine.clock)
 
     def _calls(
         self, target: Target, feeds: Feeds | None, api: str | None
@@ -217,7 +222,7 @@ class Recorder:
         name = name or session.label
         entry = self._entry(name)
 
-        def measure(engine: Engine) -> LatencyResult:
+        def measure(engine: TimingEngine) -> LatencyResult:
             samples = engine.measure(call) if self.measured else smoke(call, engine.clock)
             return LatencyResult(
                 test=self.test,
@@ -235,7 +240,7 @@ class Recorder:
         return result
 
     def _judged(
-        self, measure: Callable[[Engine], R], entry: Mapping[str, Any] | None
+        self, measure: Callable[[TimingEngine], R], entry: Mapping[str, Any] | None
     ) -> tuple[R, list[Verdict], bool]:
         """Measure, judge, and re-measure once at twice the budget before a regression."""
         result = measure(self.engine)
@@ -281,7 +286,7 @@ class Recorder:
         entry = self._entry(label)
         stop: StopRule | None = self.gate.stop_rule(entry) if self.gate else None
 
-        def measure(engine: Engine) -> Comparison:
+        def measure(engine: TimingEngine) -> Comparison:
             if self.measured:
                 ref_s, cand_s = engine.interleave([ref_call, cand_call], should_stop=stop)
             else:
@@ -359,21 +364,17 @@ class Recorder:
     ) -> MemoryResult:
         """Peak memory of the process during each of ``runs`` calls (Linux: the kernel's
         high-water mark, reset before each call where permitted). In smoke mode: one run."""
-        from pytest_ortperf.profiling.run import peak_memory
+        from pytest_ortperf.profiling.memory import peak_memory
 
         call, _, api, session = self._calls(target, feeds, api)
-        result = peak_memory(call, runs=runs if self.measured else 1)
-        self._record(
-            MemoryRecord(
-                test=self.test,
-                name=name or session.label,
-                api=api,
-                peak_bytes=tuple(result.peak_bytes),
-                baseline_bytes=result.baseline_bytes,
-                method=result.method,
-                measured=self.measured,
-            )
+        result = dataclasses.replace(
+            peak_memory(call, runs=runs if self.measured else 1),
+            test=self.test,
+            name=name or session.label,
+            api=api,
+            measured=self.measured,
         )
+        self._record(result)
         return result
 
     def _arm(
@@ -452,45 +453,3 @@ class Recorder:
         frame = pd.DataFrame(rows).sort_values("median", ignore_index=True)
         frame["ratio_to_fastest"] = frame["median"] / frame["median"].iloc[0]
         return frame
-
-
-def op_shares(session: OrtSession, feeds: Feeds, runs: int = 10) -> dict[str, float]:
-    """Each op type's share of kernel time, from a short profile on a separate session."""
-    from pytest_ortperf.profiling.run import profile_session
-
-    by_op = profile_session(session, feeds, runs=runs, warmup=3).by_op()
-    shares = by_op.groupby("op_type")["share"].sum()
-    return {str(op): round(float(share), 4) for op, share in shares.items()}
-
-
-def attribution(
-    arms: Mapping[str, OrtSession], feeds: Feeds, entry: Mapping[str, Any] | None
-) -> list[str]:
-    """Which op types moved: each arm profiled now (outside the timed runs), its shares of
-    kernel time against those stored in the baseline; without stored shares, the
-    candidate's profile against the reference's."""
-    try:
-        now = {role: op_shares(session, feeds) for role, session in arms.items()}
-    except Exception as exc:  # attribution must never hide the verdict it explains
-        return [f"  (no attribution: profiling failed: {type(exc).__name__}: {exc})"]
-    stored = (entry or {}).get(OP_SHARES)
-    if not stored:
-        from pytest_ortperf.profiling.run import profile_session
-
-        base = profile_session(arms["reference"], feeds, runs=10)
-        cand = profile_session(arms["candidate"], feeds, runs=10)
-        lines = base.compare(cand).summary_lines()
-        return [
-            "  where the time goes now, reference -> candidate (no shares in the baseline):"
-        ] + [f"    {line}" for line in lines]
-    lines = ["  op types whose share of kernel time moved most, baseline -> now:"]
-    for role in ("candidate", "reference"):
-        before, after = stored.get(role, {}), now[role]
-        moves = sorted(
-            ((op, before.get(op, 0.0), after.get(op, 0.0)) for op in set(before) | set(after)),
-            key=lambda m: -abs(m[2] - m[1]),
-        )
-        for op, b, a in moves[:3]:
-            if abs(a - b) >= 0.005:
-                lines.append(f"    {role} {op}: {b:.1%} -> {a:.1%}")
-    return lines

@@ -1,19 +1,158 @@
-"""Immutable result records and their plain-dict form.
+"""Immutable result records, their plain-dict form, and the ``user_properties`` keys.
 
 Records travel as plain dicts (``to_dict``) through ``user_properties`` so that pytest-xdist
-workers can hand them to the controller; ``record_from_dict`` rebuilds them.
+workers can hand them to the controller; ``from_dict`` rebuilds them. Everything else (the
+gate, the store, the reports) passes the typed records around.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any
 
 from pytest_ortperf.stats import Summary, summarize
 
+# The ``user_properties`` entries a test's report carries (all of them live here, so the
+# xdist controller reads them without importing the measuring code).
 USER_PROPERTY = "ortperf"
-"""Name of the ``user_properties`` entry that carries one record."""
+"""Entry that carries one record (``to_dict`` form)."""
+VERDICTS_PROPERTY = "ortperf-verdicts"
+"""Entry that carries the verdicts of one measurement (:meth:`Judgement.to_dict`)."""
+PROFILE_PROPERTY = "ortperf-profile"
+"""Entry that carries a per-op profile summary (``{test, name, by_op: [...]}``)."""
+GATED = "gated"
+"""Key set in a record's dict when it came from ``latency``/``compare`` (baseline-able)."""
+OP_SHARES = "op_shares"
+"""Key of a compare record's dict (and baseline entry) holding each arm's op-type shares."""
+
+
+class Outcome(str, Enum):
+    """What a verdict says about one metric. Members are declared in display order (most
+    urgent first), which every report uses: see :attr:`rank`."""
+
+    REGRESSED = "regressed"
+    INCONCLUSIVE = "inconclusive"
+    NEW = "new"
+    IMPROVED = "improved"
+    NOT_COMPARABLE = "not_comparable"
+    OK = "ok"
+    RECORDED = "recorded"
+    """Not a verdict: a measurement that no gate judged (reports list it last)."""
+
+    def __str__(self) -> str:
+        return self.value
+
+    @property
+    def rank(self) -> int:
+        """Position in display order (0 is shown first)."""
+        return _OUTCOME_RANK[self]
+
+    @property
+    def needs_attention(self) -> bool:
+        """Regressed or inconclusive: shown first, whether or not the test failed (an
+        inconclusive verdict fails only under ``--ortperf-strict``)."""
+        return self in (Outcome.REGRESSED, Outcome.INCONCLUSIVE)
+
+
+_OUTCOME_RANK = {outcome: i for i, outcome in enumerate(Outcome)}
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The judgement of one metric against its baseline.
+
+    ``change`` is ``current / baseline - 1`` (``current`` is the baseline scaled by the
+    estimated change, so the identity is exact); ``low``/``high`` bound the change at
+    confidence ``1 - 2 * alpha``. ``p_value`` is the one-sided p-value in the direction of the
+    estimate (None for structure and for verdicts without a test).
+    """
+
+    metric: str
+    outcome: Outcome
+    baseline: float
+    current: float
+    change: float
+    low: float
+    high: float
+    threshold: float
+    alpha: float
+    p_value: float | None
+    n: int
+    message: str
+
+    def failed(self, strict: bool = False) -> bool:
+        """Regressed always fails; inconclusive and new fail only under ``strict``."""
+        if self.outcome is Outcome.REGRESSED:
+            return True
+        if self.outcome in (Outcome.INCONCLUSIVE, Outcome.NEW):
+            return strict
+        return False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "metric": self.metric,
+            "outcome": self.outcome.value,
+            "baseline": self.baseline,
+            "current": self.current,
+            "change": self.change,
+            "low": self.low,
+            "high": self.high,
+            "threshold": self.threshold,
+            "alpha": self.alpha,
+            "p_value": self.p_value,
+            "n": self.n,
+            "message": self.message,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Verdict:
+        p = data.get("p_value")
+
+        def number(key: str) -> float:
+            value = data.get(key)
+            return math.nan if value is None else float(value)  # JSON writes NaN as null
+
+        return cls(
+            metric=str(data["metric"]),
+            outcome=Outcome(data["outcome"]),
+            baseline=number("baseline"),
+            current=number("current"),
+            change=number("change"),
+            low=number("low"),
+            high=number("high"),
+            threshold=float(data["threshold"]),
+            alpha=float(data["alpha"]),
+            p_value=None if p is None else float(p),
+            n=int(data["n"]),
+            message=str(data["message"]),
+        )
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """The verdicts of one measurement (``test``, ``name``) of a gated run."""
+
+    test: str
+    name: str
+    verdicts: tuple[Verdict, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "test": self.test,
+            "name": self.name,
+            "verdicts": [v.to_dict() for v in self.verdicts],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Judgement:
+        return cls(
+            test=str(data["test"]),
+            name=str(data["name"]),
+            verdicts=tuple(Verdict.from_dict(v) for v in data["verdicts"]),
+        )
 
 
 @dataclass(frozen=True)
@@ -214,22 +353,38 @@ class Comparison:
 
 
 @dataclass(frozen=True)
-class MemoryRecord:
-    """Peak resident memory of the process during each measured call, in bytes."""
+class MemoryResult:
+    """Peak resident memory (RSS) of this process while calling a function, in bytes.
 
-    test: str
-    name: str
-    api: str
+    ``peak_bytes[i]`` is the highest RSS reached during call ``i``, ``baseline_bytes`` the
+    RSS before the first call. This is process-wide memory: it includes Python, other
+    threads and every allocator; memory ORT keeps in its arena after the first call is not
+    freed, so later calls usually show no growth. ``method`` is ``"vmhwm"`` (kernel
+    high-water mark, exact) or ``"sampling"`` (VmRSS polled by a thread: short peaks can be
+    missed). ``arena`` holds ORT's own allocator figures from a profile's ``mem_*`` keys
+    (ORT >= 1.32), e.g. ``in_use_peak_max``, when a profile was given. ``test``, ``name``
+    and ``api`` say what was measured when ``ortperf.memory`` recorded it.
+    """
+
     peak_bytes: tuple[int, ...]
     baseline_bytes: int
     method: str
-    measured: bool
+    arena: Mapping[str, int] = field(default_factory=dict)
+    test: str = ""
+    name: str = ""
+    api: str = "call"
+    measured: bool = True
 
     kind = "memory"
 
     @property
-    def peak(self) -> int:
-        return max(self.peak_bytes)
+    def max_peak_bytes(self) -> int:
+        return max(self.peak_bytes) if self.peak_bytes else self.baseline_bytes
+
+    @property
+    def growth_bytes(self) -> tuple[int, ...]:
+        """Peak above the baseline, per call."""
+        return tuple(max(0, p - self.baseline_bytes) for p in self.peak_bytes)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -240,23 +395,25 @@ class MemoryRecord:
             "peak_bytes": list(self.peak_bytes),
             "baseline_bytes": self.baseline_bytes,
             "method": self.method,
+            "arena": dict(self.arena),
             "measured": self.measured,
         }
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> MemoryRecord:
+    def from_dict(cls, data: Mapping[str, Any]) -> MemoryResult:
         return cls(
-            test=str(data["test"]),
-            name=str(data["name"]),
-            api=str(data["api"]),
             peak_bytes=tuple(int(x) for x in data["peak_bytes"]),
             baseline_bytes=int(data["baseline_bytes"]),
             method=str(data["method"]),
+            arena={str(k): int(v) for k, v in (data.get("arena") or {}).items()},
+            test=str(data["test"]),
+            name=str(data["name"]),
+            api=str(data["api"]),
             measured=bool(data["measured"]),
         )
 
 
-Record = LatencyResult | Comparison | MemoryRecord
+Record = LatencyResult | Comparison | MemoryResult
 
 
 def record_from_dict(data: Mapping[str, Any]) -> Record:
@@ -266,15 +423,6 @@ def record_from_dict(data: Mapping[str, Any]) -> Record:
         return LatencyResult.from_dict(data)
     if kind == Comparison.kind:
         return Comparison.from_dict(data)
-    if kind == MemoryRecord.kind:
-        return MemoryRecord.from_dict(data)
+    if kind == MemoryResult.kind:
+        return MemoryResult.from_dict(data)
     raise ValueError(f"unknown ortperf record kind {kind!r}")
-
-
-def records_from_properties(properties: Sequence[tuple[str, object]]) -> list[Record]:
-    """The records carried in a test report's ``user_properties``."""
-    out: list[Record] = []
-    for key, value in properties:
-        if key == USER_PROPERTY and isinstance(value, Mapping):
-            out.append(record_from_dict(value))
-    return out

@@ -1,10 +1,13 @@
 """Per-run state: the records gathered from test reports (xdist workers' included), and
-what happens to them when the run ends: the store, the baseline files."""
+what happens to them when the run ends: the store, the baseline files, the report files.
+
+Loading this module imports nothing heavy: records, the store and the baseline code are
+imported when a measured run needs them.
+"""
 
 from __future__ import annotations
 
 import time
-from collections import defaultdict
 from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
@@ -13,7 +16,12 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_ortperf.config import OrtperfConfig
-from pytest_ortperf.results import USER_PROPERTY, Record, record_from_dict
+
+if TYPE_CHECKING:
+    from pytest_ortperf.gating.baseline import Baseline, BaselineError
+    from pytest_ortperf.gating.gate import Baselines
+    from pytest_ortperf.reports.writer import ReportFiles, RunResults
+    from pytest_ortperf.results import Judgement, Record
 
 
 @cache
@@ -32,7 +40,7 @@ class OrtperfState:
         self.rootpath = rootpath
         self._baselines: Baselines | None = None
         self.records: list[Record] = []
-        self.verdicts: list[dict[str, Any]] = []
+        self.judgements: list[Judgement] = []
         self.baseline_records: list[dict[str, Any]] = []
         self.profiles: dict[tuple[str, str], list[dict[str, Any]]] = {}
         self.passed: set[str] = set()
@@ -69,19 +77,27 @@ class OrtperfState:
         ]
 
     def _gather(self, report: pytest.TestReport) -> None:
-        from pytest_ortperf.gating.gate import GATED, VERDICTS_PROPERTY
-        from pytest_ortperf.recorder import PROFILE_PROPERTY
+        from pytest_ortperf.results import (
+            GATED,
+            PROFILE_PROPERTY,
+            USER_PROPERTY,
+            VERDICTS_PROPERTY,
+            Judgement,
+            record_from_dict,
+        )
 
         if report.passed:
             self.passed.add(report.nodeid)
         for key, value in report.user_properties:
-            if key == USER_PROPERTY and isinstance(value, Mapping):
+            if not isinstance(value, Mapping):
+                continue
+            if key == USER_PROPERTY:
                 self.records.append(record_from_dict(value))
                 if value.get(GATED) and report.passed:
                     self.baseline_records.append(dict(value))
-            elif key == VERDICTS_PROPERTY and isinstance(value, Mapping):
-                self.verdicts.append(dict(value))
-            elif key == PROFILE_PROPERTY and isinstance(value, Mapping):
+            elif key == VERDICTS_PROPERTY:
+                self.judgements.append(Judgement.from_dict(value))
+            elif key == PROFILE_PROPERTY:
                 self.profiles[(str(value["test"]), str(value["name"]))] = list(value["by_op"])
 
     @pytest.hookimpl(tryfirst=True)
@@ -96,15 +112,21 @@ class OrtperfState:
 
     # ------------------------------------------------------------------ at the end
 
+    def store_target(self) -> str | None:
+        """Where results go (None: storing disabled)."""
+        from pytest_ortperf.store import resolve_store
+
+        return resolve_store(self.settings.store, self.rootpath)
+
     def save_to_store(self, config: pytest.Config) -> None:
         """Write this run's records to the store in one transaction; a store that cannot be
         written is reported, never raised: test outcomes stay as they are."""
         if not self.settings.enabled or not self.records:
             return
         from pytest_ortperf.env import git_info
-        from pytest_ortperf.store import StoreError, resolve_store, save_run
+        from pytest_ortperf.store import StoreError, save_run
 
-        target = resolve_store(self.settings.store, config.rootpath)
+        target = self.store_target()
         if target is None:
             return
         try:
@@ -126,72 +148,77 @@ class OrtperfState:
 
     def maintain_baselines(self, config: pytest.Config) -> None:
         """``--ortperf-update``: write the baselines of the tests that ran and prune those of
-        tests that no longer exist; otherwise report unused entries."""
+        tests that no longer exist; otherwise report unused entries (see
+        :func:`~pytest_ortperf.gating.baseline.plan_baselines`)."""
         if not self.settings.enabled:
             return
         from pytest_ortperf.gating.baseline import (
-            SCHEMA_VERSION,
-            Baseline,
             BaselineError,
-            entry_from_record,
-            entry_key,
-            plan_update,
-            prune_unused,
-            unused_entries,
+            plan_baselines,
+            split_nodeid,
             write_baseline,
         )
-        from pytest_ortperf.gating.gate import local_record, split_nodeid
-        from pytest_ortperf.recorder import OP_SHARES
 
-        partial = _partial_run(config)
-        recorded: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
-        for payload in self.baseline_records:
-            module, local = split_nodeid(str(payload["test"]))
-            entry = entry_from_record(local_record(payload), environment())
-            if payload.get(OP_SHARES):
-                entry[OP_SHARES] = payload[OP_SHARES]
-            recorded[module][entry_key(local, str(payload["name"]))] = entry
-        ran: dict[str, set[str]] = defaultdict(set)
-        for nodeid in self.passed:
-            module, local = split_nodeid(nodeid)
-            ran[module].add(local)
-        collected: dict[str, set[str]] = defaultdict(set)
-        for nodeid in self.collected:
-            module, local = split_nodeid(nodeid)
-            collected[module].add(local)
-
-        for module in sorted(set(collected) | set(recorded)):
-            path = self.baselines.path_of(module)
-            shown = _relative(path, self.rootpath)
+        modules = {split_nodeid(nodeid)[0] for nodeid in self.collected}
+        modules |= {split_nodeid(str(payload["test"]))[0] for payload in self.baseline_records}
+        loaded: dict[str, Baseline | BaselineError] = {}
+        for module in modules:
             try:
-                baseline = self.baselines.load(path)
+                loaded[module] = self.baselines.load(self.baselines.path_of(module))
             except BaselineError as exc:
-                if not self.settings.update:
-                    self.notes.append(f"baseline NOT read: {exc}")
-                    continue
-                self.notes.append(f"replacing an unreadable baseline ({exc})")
-                baseline = Baseline(path, SCHEMA_VERSION, {})
-            if not self.settings.update:
-                if not partial and module in collected:
-                    unused = unused_entries(baseline, collected[module])
-                    if unused:
-                        self.notes.append(
-                            f"{len(unused)} unused baseline entries in {shown} (tests that no "
-                            f"longer exist; --ortperf-update prunes them): {', '.join(unused)}"
-                        )
-                continue
-            plan = plan_update(baseline, recorded.get(module, {}), ran.get(module, set()))
-            lines = list(plan.lines)
-            entries = plan.entries
-            if not partial and module in collected:
-                pruned = prune_unused(Baseline(path, SCHEMA_VERSION, entries), collected[module])
-                entries, lines = pruned.entries, lines + list(pruned.lines)
-            if entries != baseline.entries:
-                write_baseline(path, entries)
-                self.notes.append(f"baseline {shown} updated:")
-                self.notes.extend(f"  {line}" for line in lines)
-            else:
-                self.notes.append(f"baseline {shown} unchanged")
+                loaded[module] = exc
+        plan = plan_baselines(
+            loaded,
+            self.baseline_records,
+            environment(),
+            passed=self.passed,
+            collected=self.collected,
+            update=self.settings.update,
+            partial=_partial_run(config),
+        )
+        for module, entries in plan.writes.items():
+            write_baseline(self.baselines.path_of(module), entries)
+        self.notes.extend(plan.notes)
+
+    def results(self, config: pytest.Config, exit_status: int) -> RunResults:
+        """What this run measured and judged, for the report files."""
+        from pytest_ortperf.env import git_info
+        from pytest_ortperf.reports.json import RunInfo
+        from pytest_ortperf.reports.writer import RunResults
+
+        settings = self.settings
+        run = RunInfo(
+            started=self.started,
+            finished=time.time(),
+            environment=dict(environment()),
+            git=git_info(config.rootpath),
+            settings={
+                "budget_s": settings.budget_s,
+                "threshold": settings.gate.threshold,
+                "alpha": settings.gate.alpha,
+                "strict": settings.gate.strict,
+                "update": settings.update,
+            },
+            run_id=self.run_id,
+            exit_status=exit_status,
+            notes=tuple(self.notes),
+        )
+        return RunResults(
+            run=run,
+            records=tuple(self.records),
+            judgements=tuple(self.judgements),
+            profiles=dict(self.profiles),
+            store=self.store_target(),
+            threshold=settings.gate.threshold,
+        )
+
+    def write_reports(self, files: ReportFiles, config: pytest.Config, exit_status: int) -> None:
+        """Write the report files; what could not be written becomes a note."""
+        if not files.any or not self.settings.enabled:
+            return
+        from pytest_ortperf.reports.writer import write_reports
+
+        self.notes.extend(write_reports(files, self.results(config, exit_status)))
 
 
 def _partial_run(config: pytest.Config) -> bool:
@@ -203,15 +230,5 @@ def _partial_run(config: pytest.Config) -> bool:
         or any("::" in str(arg) for arg in args)
     )
 
-
-def _relative(path: Path, root: Path) -> str:
-    try:
-        return str(path.relative_to(root))
-    except ValueError:
-        return str(path)
-
-
-if TYPE_CHECKING:
-    from pytest_ortperf.gating.gate import Baselines
 
 STATE_KEY = pytest.StashKey[OrtperfState]()

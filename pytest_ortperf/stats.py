@@ -1,4 +1,5 @@
-"""Pure statistics: summaries of timing samples and distribution-free intervals.
+"""Pure statistics: summaries of timing samples, distribution-free intervals and the rank
+tests (Wilcoxon signed-rank, Mann-Whitney) with their Hodges-Lehmann estimates.
 
 Everything here takes plain sequences of floats and returns plain values, so it can be
 tested with injected samples and reused by the gate, the store and the reports.
@@ -9,7 +10,12 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from functools import cache
+from statistics import NormalDist
 from typing import Any
+
+import numpy as np
+import numpy.typing as npt
 
 
 @dataclass(frozen=True)
@@ -130,3 +136,153 @@ class RatioEstimate:
     low: float
     high: float
     confidence: float
+
+
+# --------------------------------------------------------------------------- rank statistics
+
+EXACT_MAX_N = 100
+"""Largest sample size for which the signed-rank test uses its exact null distribution."""
+
+_NORMAL = NormalDist()
+
+FloatArray = npt.NDArray[np.float64]
+
+
+@dataclass(frozen=True)
+class Shift:
+    """A location shift on log scale: estimate, interval at ``1 - 2 * alpha`` and one-sided
+    p-values for "greater than 0" and "less than 0". Infinite bounds: too few values."""
+
+    estimate: float
+    low: float
+    high: float
+    p_greater: float
+    p_less: float
+    n: int
+
+
+def _upper_tail(z: float) -> float:
+    """P(Z >= z) for a standard normal, accurate far in the tail."""
+    return 0.5 * math.erfc(z / math.sqrt(2.0))
+
+
+def _midranks(values: FloatArray) -> tuple[FloatArray, float]:
+    """1-based ranks with ties averaged, and the tie term ``sum(t**3 - t)``."""
+    n = values.size
+    order = np.argsort(values, kind="mergesort")
+    ordered = values[order]
+    cuts = np.flatnonzero(np.diff(ordered) != 0) + 1
+    starts = np.concatenate(([0], cuts))
+    ends = np.concatenate((cuts, [n]))
+    counts = ends - starts
+    ranks = np.empty(n, dtype=np.float64)
+    ranks[order] = np.repeat((starts + ends + 1) / 2.0, counts)
+    tie_term = float(np.sum(counts.astype(np.float64) ** 3 - counts))
+    return ranks, tie_term
+
+
+@cache
+def _signed_rank_cdf(n: int) -> FloatArray:
+    """Exact null CDF of the Wilcoxon signed-rank statistic T+ for n values (no ties)."""
+    pmf = np.ones(1, dtype=np.float64)
+    for i in range(1, n + 1):
+        nxt = np.zeros(pmf.size + i, dtype=np.float64)
+        nxt[: pmf.size] += pmf
+        nxt[i:] += pmf
+        pmf = nxt / 2.0
+    cdf = np.cumsum(pmf)
+    cdf.flags.writeable = False
+    return cdf
+
+
+def _bounds(ordered: FloatArray, c: int) -> tuple[float, float]:
+    """``[x_(c), x_(M+1-c)]`` (1-based order statistics), infinite when ``c < 1``."""
+    if c < 1:
+        return -math.inf, math.inf
+    return float(ordered[c - 1]), float(ordered[ordered.size - c])
+
+
+def signed_rank_shift(d: Sequence[float] | FloatArray, alpha: float) -> Shift:
+    """Hodges-Lehmann estimate, interval and one-sided Wilcoxon p-values for paired values.
+
+    Zeros are dropped from the test (Wilcoxon's method) but kept in the estimate. The exact
+    null distribution is used without ties or zeros up to :data:`EXACT_MAX_N` values, else
+    the normal approximation with tie correction and continuity correction.
+    """
+    x = np.asarray(d, dtype=np.float64)
+    n_all = x.size
+    if n_all == 0:
+        raise ValueError("no values to test")
+    i, j = np.triu_indices(n_all)
+    walsh = np.sort((x[i] + x[j]) / 2.0)
+    estimate = float(np.median(walsh))
+
+    nonzero = x[x != 0]
+    n = nonzero.size
+    z = _NORMAL.inv_cdf(1.0 - alpha)
+    if n == 0:
+        p_greater = p_less = 1.0
+    else:
+        ranks, tie_term = _midranks(np.abs(nonzero))
+        t_plus = float(ranks[nonzero > 0].sum())
+        if tie_term == 0 and n == n_all and n <= EXACT_MAX_N:
+            cdf = _signed_rank_cdf(n)
+            t = round(t_plus)
+            top = cdf.size - 1  # n(n+1)/2; T+ is symmetric about top / 2
+            p_greater = float(cdf[top - t])
+            p_less = float(cdf[t])
+        else:
+            mean = n * (n + 1) / 4.0
+            var = n * (n + 1) * (2 * n + 1) / 24.0 - tie_term / 48.0
+            sd = math.sqrt(max(var, 0.0))
+            if sd == 0:
+                p_greater = p_less = 1.0
+            else:
+                p_greater = _upper_tail((t_plus - mean - 0.5) / sd)
+                p_less = _upper_tail((mean - t_plus - 0.5) / sd)
+
+    # Interval from the null distribution of all n_all values (ties ignored, as usual).
+    if n_all <= EXACT_MAX_N:
+        cdf = _signed_rank_cdf(n_all)
+        c = int(np.searchsorted(cdf, alpha * (1 + 1e-9), side="right"))
+    else:
+        mean = n_all * (n_all + 1) / 4.0
+        sd = math.sqrt(n_all * (n_all + 1) * (2 * n_all + 1) / 24.0)
+        c = math.floor(mean - 0.5 - z * sd) + 1
+    low, high = _bounds(walsh, c)
+    return Shift(estimate, low, high, min(p_greater, 1.0), min(p_less, 1.0), n_all)
+
+
+def rank_sum_shift(
+    x: Sequence[float] | FloatArray, y: Sequence[float] | FloatArray, alpha: float
+) -> Shift:
+    """Hodges-Lehmann shift of ``x`` over ``y``, its interval and one-sided Mann-Whitney
+    p-values (normal approximation, tie and continuity corrected)."""
+    a = np.asarray(x, dtype=np.float64)
+    b = np.asarray(y, dtype=np.float64)
+    n, m = a.size, b.size
+    if n == 0 or m == 0:
+        raise ValueError("both samples need at least one value")
+    diffs = np.sort((a[:, None] - b[None, :]).ravel())
+    estimate = float(np.median(diffs))
+    total = n * m
+    u = float(np.count_nonzero(diffs > 0)) + 0.5 * float(np.count_nonzero(diffs == 0))
+    big_n = n + m
+    _, tie_term = _midranks(np.concatenate((a, b)))
+    var = total / 12.0 * ((big_n + 1) - tie_term / (big_n * (big_n - 1)))
+    sd = math.sqrt(max(var, 0.0))
+    if sd == 0:
+        p_greater = p_less = 1.0
+    else:
+        p_greater = _upper_tail((u - total / 2.0 - 0.5) / sd)
+        p_less = _upper_tail((total / 2.0 - u - 0.5) / sd)
+    z = _NORMAL.inv_cdf(1.0 - alpha)
+    sd0 = math.sqrt(total * (big_n + 1) / 12.0)
+    c = math.floor(total / 2.0 - 0.5 - z * sd0) + 1
+    low, high = _bounds(diffs, c)
+    return Shift(estimate, low, high, min(p_greater, 1.0), min(p_less, 1.0), n)
+
+
+def min_attainable_p(n: int) -> float:
+    """The smallest one-sided p-value the signed-rank test can give with ``n`` pairs."""
+    return 0.5**n if n > 0 else 1.0

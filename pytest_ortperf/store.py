@@ -12,10 +12,12 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import math
 import os
 import sqlite3
 import zlib
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -815,3 +817,76 @@ def load_records(store: StorePath | None, run_id: int) -> list[Record]:
                 )
             )
     return out
+
+
+# --------------------------------------------------------------------------------------------
+# History of measurements over runs (the reports' charts)
+
+
+HistoryKey = tuple[str, str, str, str]
+"""(test, name, kind, api) of a stored measurement."""
+
+
+@dataclass(frozen=True)
+class HistoryPoint:
+    """One stored run of one measurement: the median (latency) or the ratio (compare)."""
+
+    run_id: int
+    started: str
+    commit: str | None
+    value: float
+    low: float | None = None
+    high: float | None = None
+
+
+def _value(row: Mapping[str, Any]) -> float | None:
+    value = row.get("ratio") if row.get("kind") == "compare" else row.get("median")
+    if value is None or not math.isfinite(float(value)):
+        return None
+    return float(value)
+
+
+def read_history(
+    store: str,
+    keys: Iterable[HistoryKey],
+    *,
+    last: int = 20,
+    until: int | None = None,
+) -> dict[HistoryKey, list[HistoryPoint]]:
+    """The stored values of ``keys`` over the last ``last`` runs (up to run ``until``):
+    ratios of comparisons, medians of latencies. Raises StoreError."""
+    wanted = set(keys)
+    runs = list_runs(store)
+    if until is not None:
+        runs = runs[runs["run_id"] <= until]
+    ids = [int(i) for i in runs["run_id"].tail(max(last, 1))]
+    if not ids or not wanted:
+        return {}
+    frame = read_results(store, since=min(ids))
+    out: dict[HistoryKey, list[HistoryPoint]] = {}
+    for record in frame.to_dict("records"):
+        row = {str(k): v for k, v in record.items()}
+        key = (str(row["test"]), str(row["name"]), str(row["kind"]), str(row["api"]))
+        value = _value(row)
+        if key not in wanted or int(row["run_id"]) not in ids or value is None:
+            continue
+        points = out.setdefault(key, [])
+        if points and points[-1].run_id == int(row["run_id"]):
+            points.pop()  # one value per run: the last one stored
+        low, high = row.get("low"), row.get("high")
+        points.append(
+            HistoryPoint(
+                run_id=int(row["run_id"]),
+                started=row["started"].isoformat(),
+                commit=row.get("commit") if isinstance(row.get("commit"), str) else None,
+                value=value,
+                low=None if low is None or math.isnan(low) else float(low),
+                high=None if high is None or math.isnan(high) else float(high),
+            )
+        )
+    return out
+
+
+def history_keys(records: Sequence[Record]) -> list[HistoryKey]:
+    """The history keys of records."""
+    return [(r.test, r.name, r.kind, r.api) for r in records]

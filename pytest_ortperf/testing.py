@@ -3,18 +3,49 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 
-from pytest_ortperf.measure import Call, Samples, StopRule
+from pytest_ortperf.measure import (
+    Call,
+    Clock,
+    EngineConfig,
+    Samples,
+    StopRule,
+    TimingEngine,
+    asks_stop_rule,
+)
+
+__all__ = ["ScriptedEngine"]
+
+
+def _no_time() -> int:
+    return 0
+
+
+@dataclass
+class _Script:
+    """What an engine and its scaled copies share: the queues and the log."""
+
+    measure: list[tuple[float, ...]]
+    interleave: list[list[tuple[float, ...]]]
+    log: list[object] = field(default_factory=list)
+    stopped_at: list[int] = field(default_factory=list)
 
 
 class ScriptedEngine:
-    """Stands in for :class:`~pytest_ortperf.measure.Engine`: runs each target once (so
+    """A :class:`~pytest_ortperf.measure.TimingEngine` that runs each target once (so
     outputs are still computed) and returns scripted samples instead of timings.
 
     ``measure`` and ``interleave`` are queues of samples (seconds per call) consumed one per
-    measurement; the last one repeats. Assign it to ``ortperf.engine`` in a test. ``log``
-    records what was asked (``"measure"``, ``"interleave"``, ``("scaled", 2.0)``), so a test
-    can check that a confirmation re-measure happened.
+    measurement; the last one repeats. Assign it to ``ortperf.engine`` in a test.
+
+    It behaves like the real engine where the gate relies on it: an interleaved measurement
+    replays its rounds one by one and asks ``should_stop`` when the real engine would (every
+    ``CHECK_EVERY`` rounds once ``min_blocks`` are done), ending early when told to (the
+    round count lands in ``stopped_at``); ``scaled(factor)`` returns an engine with
+    ``budget_factor`` multiplied that shares the queues and the log. ``log`` records what
+    was asked (``"measure"``, ``"interleave"``, ``("scaled", 2.0)``), so a test can check
+    that a confirmation re-measure happened.
     """
 
     def __init__(
@@ -23,24 +54,39 @@ class ScriptedEngine:
         measure: Iterable[Sequence[float]] = (),
         interleave: Iterable[Sequence[Sequence[float]]] = (),
         calls_per_block: int = 1,
+        min_blocks: int = EngineConfig.min_blocks,
     ) -> None:
-        self._measure = [tuple(s) for s in measure]
-        self._interleave = [[tuple(s) for s in arms] for arms in interleave]
+        self._script = _Script(
+            measure=[tuple(s) for s in measure],
+            interleave=[[tuple(s) for s in arms] for arms in interleave],
+        )
         self.calls_per_block = calls_per_block
-        self.log: list[object] = []
+        self.min_blocks = min_blocks
+        self.budget_factor = 1.0
+        self.clock: Clock = _no_time
 
-    @staticmethod
-    def clock() -> int:
-        return 0
+    @property
+    def log(self) -> list[object]:
+        return self._script.log
 
-    def scaled(self, factor: float) -> ScriptedEngine:
+    @property
+    def stopped_at(self) -> list[int]:
+        return self._script.stopped_at
+
+    def scaled(self, factor: float) -> TimingEngine:
         self.log.append(("scaled", factor))
-        return self
+        child = ScriptedEngine(calls_per_block=self.calls_per_block, min_blocks=self.min_blocks)
+        child._script = self._script
+        child.budget_factor = self.budget_factor * factor
+        return child
 
     def measure(self, call: Call) -> Samples:
         call()
         self.log.append("measure")
-        values = self._measure.pop(0) if len(self._measure) > 1 else self._measure[0]
+        queue = self._script.measure
+        if not queue:
+            raise ValueError("ScriptedEngine has no measure samples scripted")
+        values = queue.pop(0) if len(queue) > 1 else queue[0]
         return Samples(values, self.calls_per_block)
 
     def interleave(
@@ -49,7 +95,19 @@ class ScriptedEngine:
         for call in calls:
             call()
         self.log.append("interleave")
-        arms = self._interleave.pop(0) if len(self._interleave) > 1 else self._interleave[0]
+        queue = self._script.interleave
+        if not queue:
+            raise ValueError("ScriptedEngine has no interleave samples scripted")
+        arms = queue.pop(0) if len(queue) > 1 else queue[0]
         if len(arms) != len(calls):
             raise ValueError(f"scripted {len(arms)} arms for {len(calls)} targets")
-        return [Samples(values, self.calls_per_block) for values in arms]
+        rounds = min(len(values) for values in arms)
+        if should_stop is not None:
+            for done in range(1, rounds + 1):
+                if asks_stop_rule(done, self.min_blocks) and should_stop(
+                    [values[:done] for values in arms]
+                ):
+                    self.stopped_at.append(done)
+                    rounds = done
+                    break
+        return [Samples(values[:rounds], self.calls_per_block) for values in arms]

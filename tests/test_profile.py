@@ -11,7 +11,12 @@ import pandas as pd
 import pytest
 
 from pytest_ortperf.profiling import parse as profile_mod
-from pytest_ortperf.profiling.parse import Profile, compare_profiles, format_type_shapes, read_profile
+from pytest_ortperf.profiling.parse import (
+    Profile,
+    compare_profiles,
+    format_type_shapes,
+    read_profile,
+)
 
 DATA = Path(__file__).parent / "data" / "profiles"
 ORT132 = DATA / "ort132_if.json"  # recorded with ORT 1.32: If with a subgraph, mem_* keys

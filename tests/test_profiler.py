@@ -12,7 +12,8 @@ import pytest
 from onnx import TensorProto, helper
 
 from pytest_ortperf.profiling.parse import Profile
-from pytest_ortperf.profiling.run import MemoryResult, peak_memory, profile_session
+from pytest_ortperf.profiling.memory import MemoryResult, peak_memory
+from pytest_ortperf.profiling.run import profile_session
 from pytest_ortperf.ort_session import OrtSession
 
 OPSET = [helper.make_opsetid("", 17)]
@@ -249,7 +250,7 @@ def test_peak_memory_sees_an_allocation() -> None:
 
 
 def test_peak_memory_sampling_fallback(monkeypatch: pytest.MonkeyPatch) -> None:
-    from pytest_ortperf.profiling import run as profiler
+    from pytest_ortperf.profiling import memory as profiler
 
     if not Path("/proc/self/status").exists():
         pytest.skip("needs Linux /proc")

@@ -22,12 +22,9 @@ from ortperf_store_factories import comparison, latency, save
 from pytest_ortperf.reports import charts as report_charts
 from pytest_ortperf.cli import main as ortperf_cli
 from pytest_ortperf.files import write_atomic
-from pytest_ortperf.reports.html import (
-    PLOTS_HINT,
-    ReportInput,
-    build_html,
-    summary_rows,
-)
+from pytest_ortperf.reports.html import PLOTS_HINT, ReportInput, build_html
+from pytest_ortperf.reports.rows import summary_rows
+from pytest_ortperf.results import Judgement, Outcome, Verdict
 from pytest_ortperf.reports.json import (
     SCHEMA,
     RunInfo,
@@ -158,7 +155,7 @@ def test_report_json_and_markdown_of_a_failing_run(
 
     text = summary.read_text()
     assert text.startswith("# earlier step\n## pytest-ortperf")  # appended, not replaced
-    failing = text.split("### Failing metrics")[1]
+    failing = text.split("### Regressed or inconclusive")[1]
     assert failing.lstrip().startswith("- **regressed** `test_perf.py::test_attention::attention`")
     assert "ratio 0.990 vs baseline 0.900: +10.0%" in failing
     table = [line for line in text.splitlines() if line.startswith("| ")]
@@ -226,45 +223,52 @@ def _records() -> list[Any]:
     ]
 
 
-VERDICT = {
-    "test": "tests/test_m.py::test_cmp",
-    "name": "fused",
-    "verdicts": [
-        {
-            "metric": "ratio",
-            "outcome": "regressed",
-            "baseline": 0.8,
-            "current": 0.96,
-            "change": 0.2,
-            "low": 0.18,
-            "high": 0.22,
-            "threshold": 0.05,
-            "alpha": 0.01,
-            "p_value": 1e-6,
-            "n": 10,
-            "message": "ratio 0.960 vs baseline 0.800: +20.0% -> regressed",
-        },
-        {
-            "metric": "structure",
-            "outcome": "ok",
-            "baseline": 3.0,
-            "current": 3.0,
-            "change": 0.0,
-            "low": 0.0,
-            "high": 0.0,
-            "threshold": 0.0,
-            "alpha": 0.0,
-            "p_value": None,
-            "n": 0,
-            "message": "structure unchanged",
-        },
-    ],
-}
+VERDICT = Judgement.from_dict(
+    {
+        "test": "tests/test_m.py::test_cmp",
+        "name": "fused",
+        "verdicts": [
+            {
+                "metric": "ratio",
+                "outcome": "regressed",
+                "baseline": 0.8,
+                "current": 0.96,
+                "change": 0.2,
+                "low": 0.18,
+                "high": 0.22,
+                "threshold": 0.05,
+                "alpha": 0.01,
+                "p_value": 1e-6,
+                "n": 10,
+                "message": "ratio 0.960 vs baseline 0.800: +20.0% -> regressed",
+            },
+            {
+                "metric": "structure",
+                "outcome": "ok",
+                "baseline": 3.0,
+                "current": 3.0,
+                "change": 0.0,
+                "low": 0.0,
+                "high": 0.0,
+                "threshold": 0.0,
+                "alpha": 0.0,
+                "p_value": None,
+                "n": 0,
+                "message": "structure unchanged",
+            },
+        ],
+    }
+)
 
 
 def test_summary_rows_put_failures_first() -> None:
     rows = summary_rows(_records(), [VERDICT])
-    assert [r.outcome for r in rows] == ["regressed", "ok", "recorded", "recorded"]
+    assert [r.outcome for r in rows] == [
+        Outcome.REGRESSED,
+        Outcome.OK,
+        Outcome.RECORDED,
+        Outcome.RECORDED,
+    ]
     assert rows[0].change == "+20.0% [+18.0%, +22.0%]" and rows[0].value == "0.960 vs 0.800"
 
 
@@ -343,11 +347,12 @@ def check_ortperf_schema(doc: dict[str, Any]) -> None:
 
 def test_ortperf_json_is_strict_json() -> None:
     run = RunInfo(started=0.0, finished=1.0, settings={"budget_s": 1.0})
-    verdict = {"metric": "latency", "outcome": "new", "p_value": float("nan")}
+    nan = float("nan")
+    verdict = Verdict("latency", Outcome.NEW, nan, 1e-3, nan, nan, nan, 0.05, 0.01, nan, 20, "")
     doc = ortperf_json(
         run,
         [latency("t.py::test_x")],
-        [{"test": "t.py::test_x", "name": "latency", "verdicts": [verdict]}],
+        [Judgement("t.py::test_x", "latency", (verdict,))],
         {("t.py::test_x", "latency"): [{"op_type": "Add", "total_us": 1.0}]},
     )
     back = json.loads(json.dumps(doc, allow_nan=False))

@@ -22,14 +22,14 @@ import contextlib
 import datetime
 import json
 import math
-from collections.abc import Mapping
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeGuard
 
 from pytest_ortperf.files import write_atomic
 from pytest_ortperf.gating.rules import (
-    Verdict,
     fingerprint_matches,
     fingerprint_of,
     judge_latency,
@@ -38,8 +38,9 @@ from pytest_ortperf.gating.rules import (
     new,
     not_comparable,
 )
-from pytest_ortperf.reports.terminal import format_seconds
+from pytest_ortperf.results import OP_SHARES, Verdict
 from pytest_ortperf.stats import median
+from pytest_ortperf.units import format_seconds
 
 SCHEMA_VERSION = 1
 DIRNAME = "__ortperf__"
@@ -97,6 +98,20 @@ def entry_test(key: str, entry: Mapping[str, Any]) -> str:
     if isinstance(name, str) and key.endswith("::" + name):
         return key[: -len(name) - 2]
     return key.rsplit("::", 1)[0]
+
+
+def split_nodeid(nodeid: str) -> tuple[str, str]:
+    """``("tests/test_x.py", "test_y[p]")``: the module path and the id inside it.
+
+    Baseline keys use the id inside the module, so they survive a change of rootdir.
+    """
+    module, _, local = nodeid.partition("::")
+    return module, local or module
+
+
+def local_record(record: Mapping[str, Any]) -> dict[str, Any]:
+    """A record dict whose ``test`` is the id inside its module (as baseline keys are)."""
+    return {**record, "test": split_nodeid(str(record["test"]))[1]}
 
 
 # --------------------------------------------------------------------------- formatting
@@ -412,6 +427,90 @@ def prune_unused(baseline: Baseline, existing_test_ids: set[str]) -> UpdatePlan:
     entries = {k: v for k, v in baseline.entries.items() if k not in gone}
     lines = tuple(f"{key}: removed (test no longer exists)" for key in gone)
     return UpdatePlan(dict(sorted(entries.items())), removed=tuple(gone), lines=lines)
+
+
+@dataclass(frozen=True)
+class BaselinePlan:
+    """What the end of a run does to the baseline files: the ``writes`` (test module ->
+    the file's new entries; an empty mapping deletes the file) and lines for the terminal
+    summary."""
+
+    writes: Mapping[str, Mapping[str, Mapping[str, Any]]]
+    notes: tuple[str, ...]
+
+
+def plan_baselines(
+    baselines: Mapping[str, Baseline | BaselineError],
+    records: Sequence[Mapping[str, Any]],
+    environment: Mapping[str, Any],
+    *,
+    passed: Iterable[str],
+    collected: Iterable[str],
+    update: bool,
+    partial: bool,
+) -> BaselinePlan:
+    """Decide, without any I/O, what a run does to its baseline files.
+
+    ``baselines`` maps each test module (the path part of node ids) to its loaded file or
+    the error loading it; ``records`` are the gated records (``to_dict`` form) of tests that
+    passed; ``passed`` and ``collected`` are node ids (``collected`` before deselection);
+    ``partial`` says whether only part of the suite was selected (-k, -m, node ids).
+
+    Without ``update``: report unused entries (tests that no longer exist) unless the run
+    is partial. With ``update``: write or refresh the entries of the tests that ran, remove
+    entries they no longer record, and prune those of tests that no longer exist.
+    """
+    recorded: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
+    for payload in records:
+        module, local = split_nodeid(str(payload["test"]))
+        entry = entry_from_record(local_record(payload), environment)
+        if payload.get(OP_SHARES):
+            entry[OP_SHARES] = payload[OP_SHARES]
+        recorded[module][entry_key(local, str(payload["name"]))] = entry
+    ran = _by_module(passed)
+    existing = _by_module(collected)
+
+    writes: dict[str, Mapping[str, Mapping[str, Any]]] = {}
+    notes: list[str] = []
+    for module in sorted(baselines):
+        shown = str(baseline_path(Path(module)))
+        loaded = baselines[module]
+        if isinstance(loaded, BaselineError):
+            if not update:
+                notes.append(f"baseline NOT read: {loaded}")
+                continue
+            notes.append(f"replacing an unreadable baseline ({loaded})")
+            loaded = Baseline(baseline_path(Path(module)), SCHEMA_VERSION, {})
+        if not update:
+            if not partial and module in existing:
+                unused = unused_entries(loaded, existing[module])
+                if unused:
+                    notes.append(
+                        f"{len(unused)} unused baseline entries in {shown} (tests that no "
+                        f"longer exist; --ortperf-update prunes them): {', '.join(unused)}"
+                    )
+            continue
+        plan = plan_update(loaded, recorded.get(module, {}), ran.get(module, set()))
+        lines = list(plan.lines)
+        entries = plan.entries
+        if not partial and module in existing:
+            pruned = prune_unused(Baseline(loaded.path, SCHEMA_VERSION, entries), existing[module])
+            entries, lines = pruned.entries, lines + list(pruned.lines)
+        if entries != loaded.entries:
+            writes[module] = entries
+            notes.append(f"baseline {shown} updated:")
+            notes.extend(f"  {line}" for line in lines)
+        else:
+            notes.append(f"baseline {shown} unchanged")
+    return BaselinePlan(writes, tuple(notes))
+
+
+def _by_module(nodeids: Iterable[str]) -> dict[str, set[str]]:
+    out: dict[str, set[str]] = defaultdict(set)
+    for nodeid in nodeids:
+        module, local = split_nodeid(nodeid)
+        out[module].add(local)
+    return out
 
 
 # --------------------------------------------------------------------------- judging

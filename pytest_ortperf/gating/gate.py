@@ -18,10 +18,13 @@ from pytest_ortperf.gating.baseline import (
     entry_key,
     judge_entry,
     load_baseline,
+    local_record,
+    split_nodeid,
 )
-from pytest_ortperf.config import GateSettings
-from pytest_ortperf.gating.rules import Outcome, Verdict, decide_early, min_blocks_for
+from pytest_ortperf.gating.rules import decide_early, min_blocks_for
+from pytest_ortperf.gating.settings import GateSettings
 from pytest_ortperf.measure import Engine, EngineConfig, StopRule
+from pytest_ortperf.results import Outcome, Verdict
 
 UPDATE_BUDGET_FACTOR = 3.0
 """``--ortperf-update`` measures baselines with this many times the budget."""
@@ -37,27 +40,6 @@ def measuring_engine(config: EngineConfig, gate: GateSettings, *, update: bool) 
         config = dataclasses.replace(config, min_blocks=needed)
     engine = Engine(config)
     return engine.scaled(UPDATE_BUDGET_FACTOR) if update else engine
-
-
-VERDICTS_PROPERTY = "ortperf-verdicts"
-"""``user_properties`` entry carrying the verdicts of one measurement."""
-
-GATED = "gated"
-"""Key set in a record's dict when it came from ``latency``/``compare`` (baseline-able)."""
-
-
-def split_nodeid(nodeid: str) -> tuple[str, str]:
-    """``("tests/test_x.py", "test_y[p]")``: the module path and the id inside it.
-
-    Baseline keys use the id inside the module, so they survive a change of rootdir.
-    """
-    module, _, local = nodeid.partition("::")
-    return module, local or module
-
-
-def local_record(record: Mapping[str, Any]) -> dict[str, Any]:
-    """A record dict whose ``test`` is the id inside its module (as baseline keys are)."""
-    return {**record, "test": split_nodeid(str(record["test"]))[1]}
 
 
 class Baselines:
@@ -163,12 +145,3 @@ def failure_message(
     if any(v.outcome is Outcome.REGRESSED for v in failing):
         lines.append("  if the change is intended, refresh the baseline with --ortperf-update")
     return "\n".join(lines)
-
-
-def verdict_payload(record: Mapping[str, Any], verdicts: Sequence[Verdict]) -> dict[str, Any]:
-    """The ``user_properties`` value carrying a measurement's verdicts."""
-    return {
-        "test": record["test"],
-        "name": record["name"],
-        "verdicts": [v.to_dict() for v in verdicts],
-    }

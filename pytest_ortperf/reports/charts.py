@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from pytest_ortperf.units import time_unit
+
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
@@ -20,22 +22,10 @@ DPI = 100
 WIDTH_IN = 10.0
 """Figures are 1000 px wide: they fit a laptop screen at 100% zoom."""
 
-_UNITS = (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6), ("ns", 1e-9))
-
 
 def available() -> bool:
     """Whether matplotlib is installed."""
     return importlib.util.find_spec("matplotlib") is not None
-
-
-def time_unit(values: Sequence[float]) -> tuple[str, float]:
-    """A unit for seconds such that the typical value reads between 1 and 1000."""
-    finite = sorted(abs(v) for v in values if math.isfinite(v) and v != 0)
-    typical = finite[len(finite) // 2] if finite else 1.0
-    for unit, scale in _UNITS:
-        if typical >= scale:
-            return unit, scale
-    return _UNITS[-1]
 
 
 def _figure(height: float, width: float = WIDTH_IN) -> tuple[Figure, Any]:
@@ -157,14 +147,14 @@ def ratio_plot(rows: Sequence[RatioBar], *, threshold: float | None = None) -> b
 def op_bars(ops: Sequence[tuple[str, float, float]], *, title: str) -> bytes:
     """Horizontal bars of kernel time per op type, largest on top, labelled with its share.
 
-    ``ops``: (op type, total µs, share of kernel time 0..1).
+    ``ops``: (op type, total us, share of kernel time 0..1).
     """
     fig, ax = _figure(0.3 * len(ops) + 1.1)
     ordered = list(reversed(ops))
     ax.barh([o[0] for o in ordered], [o[1] for o in ordered], color="#2c6fbb")
     for y, (_, total, share) in enumerate(ordered):
         ax.text(total, y, f" {share:.1%}", va="center", fontsize=8)
-    ax.set_xlabel("kernel time (µs, all profiled runs)")
+    ax.set_xlabel("kernel time (us, all profiled runs)")
     ax.set_title(title, fontsize=10, loc="left")
     ax.tick_params(axis="y", labelsize=8)
     ax.margins(x=0.12)

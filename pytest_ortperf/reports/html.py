@@ -15,25 +15,25 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_ortperf.reports import charts
-from pytest_ortperf.reports.terminal import format_seconds
-from pytest_ortperf.results import Comparison, LatencyResult, Record
+from pytest_ortperf.reports.rows import (
+    SummaryRow,
+    outcome_counts,
+    summary_rows,
+    verdict_change,
+    verdicts_by_key,
+)
+from pytest_ortperf.results import Comparison, Judgement, LatencyResult, Record
+
+if TYPE_CHECKING:
+    from pytest_ortperf.store import HistoryKey, HistoryPoint
+from pytest_ortperf.units import format_change, format_seconds
 
 SWEEP_PREFIX = "api:"
 """Records named ``api:<api>`` come from ``ortperf.api_sweep``."""
 
-OUTCOME_ORDER = {
-    "regressed": 0,
-    "inconclusive": 1,
-    "new": 2,
-    "improved": 3,
-    "not_comparable": 4,
-    "ok": 5,
-    "recorded": 6,
-}
-FAILING = ("regressed", "inconclusive")
 MAX_BOXES = 30
 MAX_RATIOS = 60
 MAX_PANELS = 12
@@ -41,31 +41,16 @@ MAX_OPS = 15
 SCROLL_ROWS = 16
 PLOTS_HINT = "Charts need matplotlib: pip install pytest-ortperf[plots]"
 
-HistoryKey = tuple[str, str, str, str]
-"""(test, name, kind, api) of a stored measurement."""
-
-
-@dataclass(frozen=True)
-class HistoryPoint:
-    """One stored run of one measurement: the median (latency) or the ratio (compare)."""
-
-    run_id: int
-    started: str
-    commit: str | None
-    value: float
-    low: float | None = None
-    high: float | None = None
-
 
 @dataclass(frozen=True)
 class ReportInput:
-    """Everything a report shows. ``verdicts`` are the ``ortperf-verdicts`` payloads
-    ({test, name, verdicts: [Verdict.to_dict()]}); ``profiles`` maps (test, name) to per-op
+    """Everything a report shows. ``judgements`` are the gate's verdicts per measurement;
+    ``profiles`` maps (test, name) to per-op
     summaries ({op_type, total_us, count, share}); ``history`` maps a measurement to its
     stored runs, oldest first."""
 
     records: Sequence[Record]
-    verdicts: Sequence[Mapping[str, Any]] = ()
+    judgements: Sequence[Judgement] = ()
     profiles: Mapping[tuple[str, str], Sequence[Mapping[str, Any]]] = field(default_factory=dict)
     environment: Mapping[str, Any] = field(default_factory=dict)
     git: Mapping[str, Any] = field(default_factory=dict)
@@ -77,126 +62,6 @@ class ReportInput:
     history_note: str | None = None
     verdicts_note: str | None = None
     threshold: float | None = None
-
-
-# ------------------------------------------------------------------------------ summary rows
-
-
-@dataclass(frozen=True)
-class SummaryRow:
-    """One line of the outcomes table: a gated metric, or a measurement nobody gated."""
-
-    outcome: str
-    test: str
-    name: str
-    kind: str
-    metric: str
-    value: str
-    change: str
-    message: str
-
-    @property
-    def failing(self) -> bool:
-        return self.outcome in FAILING
-
-
-def _pct(x: float) -> str:
-    return f"{x * 100:+.1f}%"
-
-
-def format_metric(metric: str, value: float) -> str:
-    """A verdict's baseline/current value: seconds for latency, 3 decimals for ratios."""
-    if not math.isfinite(value):
-        return "-"
-    if metric == "latency":
-        return format_seconds(value)
-    if metric == "ratio":
-        return f"{value:.3f}"
-    return f"{value:g}"
-
-
-def verdict_value(metric: str, current: float, baseline: float) -> str:
-    """``current vs baseline`` of a verdict (only current when there is no baseline; node
-    counts for structure, whose message says what changed)."""
-    if metric == "structure":
-        if not (current or baseline):
-            return "-"
-        return f"{current:g} vs {baseline:g} nodes"
-    if not math.isfinite(baseline):
-        return format_metric(metric, current)
-    return f"{format_metric(metric, current)} vs {format_metric(metric, baseline)}"
-
-
-def _record_value(record: Record) -> str:
-    if isinstance(record, Comparison):
-        return f"{record.ratio:.3f} [{record.low:.3f}, {record.high:.3f}]"
-    if isinstance(record, LatencyResult):
-        return f"{format_seconds(record.median)} (IQR {format_seconds(record.iqr)})"
-    return f"{record.peak / 2**20:.1f} MiB peak"
-
-
-def verdicts_by_key(
-    verdicts: Sequence[Mapping[str, Any]],
-) -> dict[tuple[str, str], list[Mapping[str, Any]]]:
-    """Verdict dicts by (test, name); a later payload for the same key replaces an earlier."""
-    out: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
-    for payload in verdicts:
-        out[(str(payload["test"]), str(payload["name"]))] = list(payload["verdicts"])
-    return out
-
-
-def summary_rows(
-    records: Sequence[Record], verdicts: Sequence[Mapping[str, Any]]
-) -> list[SummaryRow]:
-    """One row per gated metric and per ungated measurement, failures first (then in the
-    order measured)."""
-    judged = verdicts_by_key(verdicts)
-    rows: list[SummaryRow] = []
-    seen: set[tuple[str, str]] = set()
-    for record in records:
-        key = (record.test, record.name)
-        if key in judged and key not in seen:
-            seen.add(key)
-            for v in judged[key]:
-                metric = str(v["metric"])
-                change = float(v["change"])
-                rows.append(
-                    SummaryRow(
-                        outcome=str(v["outcome"]),
-                        test=record.test,
-                        name=record.name,
-                        kind=record.kind,
-                        metric=metric,
-                        value=verdict_value(metric, float(v["current"]), float(v["baseline"])),
-                        change=""
-                        if metric == "structure" or not math.isfinite(change)
-                        else f"{_pct(change)} [{_pct(float(v['low']))}, {_pct(float(v['high']))}]",
-                        message=str(v["message"]),
-                    )
-                )
-        elif key not in judged:
-            rows.append(
-                SummaryRow(
-                    "recorded",
-                    record.test,
-                    record.name,
-                    record.kind,
-                    "-",
-                    _record_value(record),
-                    "",
-                    f"via {record.api}",
-                )
-            )
-    order = {id(row): i for i, row in enumerate(rows)}
-    return sorted(rows, key=lambda r: (OUTCOME_ORDER.get(r.outcome, 5), order[id(r)]))
-
-
-def outcome_counts(rows: Sequence[SummaryRow]) -> dict[str, int]:
-    """How many rows have each outcome, in :data:`OUTCOME_ORDER`."""
-    counts: dict[str, int] = {}
-    for row in sorted(rows, key=lambda r: OUTCOME_ORDER.get(r.outcome, 5)):
-        counts[row.outcome] = counts.get(row.outcome, 0) + 1
-    return counts
 
 
 # ------------------------------------------------------------------------------ HTML pieces
@@ -256,9 +121,9 @@ def _badge(outcome: str) -> str:
 def _outcome_table(rows: Sequence[SummaryRow]) -> str:
     lines = []
     for row in rows:
-        cls = ' class="fail"' if row.failing else ""
+        cls = ' class="fail"' if row.needs_attention else ""
         lines.append(
-            f'<tr{cls}><td data-sort="{OUTCOME_ORDER.get(row.outcome, 5)}">'
+            f'<tr{cls}><td data-sort="{row.outcome.rank}">'
             f"{_badge(row.outcome)}</td><td>{_w(row.test)}</td><td>{_w(row.name)}</td>"
             f'<td class="nw">{_e(row.metric)}</td><td>{_e(row.value)}</td>'
             f"<td>{_e(row.change)}</td>"
@@ -324,10 +189,10 @@ def _header(data: ReportInput, rows: Sequence[SummaryRow]) -> str:
         ("CPU", f"{env.get('cpu_model') or '-'}, {env.get('logical_cores') or '?'} logical cores"),
     ]
     counts = outcome_counts(rows)
-    failing = sum(counts.get(o, 0) for o in FAILING)
+    attention = sum(n for o, n in counts.items() if o.needs_attention)
     status = (
-        f'<p class="status bad">{failing} metric(s) regressed or inconclusive</p>'
-        if failing
+        f'<p class="status bad">{attention} metric(s) regressed or inconclusive</p>'
+        if attention
         else '<p class="status good">no regressed or inconclusive metric</p>'
     )
     chips = " ".join(f"{_badge(o)}&nbsp;{n}" for o, n in counts.items())
@@ -339,22 +204,17 @@ def _comparisons(data: ReportInput, draw: bool) -> str:
     comparisons = [r for r in data.records if isinstance(r, Comparison)]
     if not comparisons:
         return ""
-    judged = verdicts_by_key(data.verdicts)
+    judged = verdicts_by_key(data.judgements)
     rows: list[list[Cell]] = []
     bars: list[charts.RatioBar] = []
     for c in comparisons:
-        verdicts = {str(v["metric"]): v for v in judged.get((c.test, c.name), [])}
+        verdicts = {v.metric: v for v in judged.get((c.test, c.name), ())}
         ratio_v = verdicts.get("ratio")
         structure = verdicts.get("structure")
-        baseline = None if ratio_v is None else float(ratio_v["baseline"])
+        baseline = None if ratio_v is None else ratio_v.baseline
         if baseline is not None and not math.isfinite(baseline):
             baseline = None  # a new measurement: no baseline yet
-        change = (
-            "-"
-            if ratio_v is None or baseline is None
-            else f"{_pct(float(ratio_v['change']))} "
-            f"[{_pct(float(ratio_v['low']))}, {_pct(float(ratio_v['high']))}]"
-        )
+        change = "-" if ratio_v is None or baseline is None else verdict_change(ratio_v)
         rows.append(
             [
                 f"{c.test}::{c.name}",
@@ -363,9 +223,9 @@ def _comparisons(data: ReportInput, draw: bool) -> str:
                 (format_seconds(c.reference.median), c.reference.median),
                 (format_seconds(c.candidate.median), c.candidate.median),
                 ("-" if baseline is None else f"{baseline:.3f}", baseline or 0.0),
-                (change, 0.0 if baseline is None or ratio_v is None else float(ratio_v["change"])),
-                "-" if ratio_v is None else str(ratio_v["outcome"]),
-                "-" if structure is None else str(structure["outcome"]),
+                (change, 0.0 if baseline is None or ratio_v is None else ratio_v.change),
+                "-" if ratio_v is None else str(ratio_v.outcome),
+                "-" if structure is None else str(structure.outcome),
             ]
         )
         bars.append(
@@ -375,7 +235,7 @@ def _comparisons(data: ReportInput, draw: bool) -> str:
                 c.low,
                 c.high,
                 baseline,
-                failed=any(str(v["outcome"]) in FAILING for v in verdicts.values()),
+                failed=any(v.outcome.needs_attention for v in verdicts.values()),
             )
         )
     headers = [
@@ -535,7 +395,7 @@ def _profiles(data: ReportInput, draw: bool) -> str:
             f"{test}::{name} per op",
             draw,
         )
-        headers = ["op type", "kernel µs", "nodes per run", "share"]
+        headers = ["op type", "kernel us", "nodes per run", "share"]
         parts.append(
             f"<h3>{_e(test)} :: {_e(name)}</h3>{chart}<details><summary>per op type</summary>"
             f"{table(headers, rows)}</details>"
@@ -570,7 +430,7 @@ def _history(data: ReportInput, draw: bool) -> str:
                 "ratio" if kind == "compare" else f"median ({api})",
                 (str(len(points)), len(points)),
                 " → ".join(fmt(v) for v in values[-6:]),
-                (_pct(change), change),
+                (format_change(change), change),
                 (fmt(min(values)), min(values)),
                 (fmt(max(values)), max(values)),
             ]
@@ -666,7 +526,7 @@ document.querySelectorAll("table.sortable th").forEach(function (th, i) {
 def build_html(data: ReportInput, *, charts_enabled: bool | None = None) -> str:
     """The whole page. ``charts_enabled=None`` draws charts when matplotlib is installed."""
     draw = charts.available() if charts_enabled is None else charts_enabled
-    rows = summary_rows(data.records, data.verdicts)
+    rows = summary_rows(data.records, data.judgements)
     notes = list(data.notes)
     if data.verdicts_note:
         notes.insert(0, data.verdicts_note)

@@ -16,7 +16,7 @@ meaning or disappears; keys may be added within a version)::
       "results": [
         {"id": "<test node id>::<name>", "kind": "latency" | "compare" | "memory",
          "test": ..., "name": ..., "api": ..., "measured": true,
-         ...the record's own fields (results.LatencyResult/Comparison/MemoryRecord.to_dict():
+         ...the record's own fields (results.LatencyResult/Comparison/MemoryResult.to_dict():
          latency: samples (seconds per call), calls_per_block, session, summary {n, median,
          mean, std, min, max, p90, p99, iqr};
          compare: ratio, low, high, confidence, block_ratios, reference, candidate (two
@@ -47,11 +47,11 @@ from datetime import datetime, timezone
 from typing import Any
 
 from pytest_ortperf import __version__
-from pytest_ortperf.results import Comparison, LatencyResult, Record
+from pytest_ortperf.reports.rows import verdicts_by_key
+from pytest_ortperf.results import Comparison, Judgement, LatencyResult, Record
 from pytest_ortperf.stats import quantile
 
 SCHEMA = "pytest-ortperf/1"
-FORMATS = ("ortperf", "pytest-benchmark")
 
 
 @dataclass(frozen=True)
@@ -86,22 +86,20 @@ def _finite(value: Any) -> Any:
 def ortperf_json(
     run: RunInfo,
     records: Sequence[Record],
-    verdicts: Sequence[Mapping[str, Any]] = (),
+    judgements: Sequence[Judgement] = (),
     profiles: Mapping[tuple[str, str], Sequence[Mapping[str, Any]]] | None = None,
 ) -> dict[str, Any]:
     """Our own document (see the module docstring), JSON-ready (no NaN)."""
-    judged: dict[tuple[str, str], list[Any]] = {}
+    judged = verdicts_by_key(judgements)
     counts: dict[str, int] = {}
-    for payload in verdicts:
-        judged[(str(payload["test"]), str(payload["name"]))] = list(payload["verdicts"])
-    for vs in judged.values():
-        for v in vs:
-            counts[str(v["outcome"])] = counts.get(str(v["outcome"]), 0) + 1
+    for verdicts in judged.values():
+        for v in verdicts:
+            counts[v.outcome.value] = counts.get(v.outcome.value, 0) + 1
     results = [
         {
             "id": f"{r.test}::{r.name}",
             **r.to_dict(),
-            "verdicts": judged.get((r.test, r.name), []),
+            "verdicts": [v.to_dict() for v in judged.get((r.test, r.name), ())],
         }
         for r in records
     ]

@@ -1,24 +1,24 @@
 """A Markdown summary of one run, for CI pages (``$GITHUB_STEP_SUMMARY``).
 
-Outcome counts, then failing metrics with the gate's message, then every measurement.
+Outcome counts, then the regressed and inconclusive metrics with the gate's message, then
+every measurement.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
-from pytest_ortperf.reports.html import OUTCOME_ORDER, SummaryRow, outcome_counts, summary_rows
-from pytest_ortperf.results import Record
+from pytest_ortperf.reports.rows import SummaryRow, outcome_counts, summary_rows
+from pytest_ortperf.results import Judgement, Outcome, Record
 
 ICONS = {
-    "regressed": "❌",
-    "inconclusive": "⚠️",
-    "new": "🆕",
-    "improved": "🚀",
-    "not_comparable": "⚪",
-    "ok": "✅",
-    "recorded": "📏",
+    Outcome.REGRESSED: "❌",
+    Outcome.INCONCLUSIVE: "⚠️",
+    Outcome.NEW: "🆕",
+    Outcome.IMPROVED: "🚀",
+    Outcome.NOT_COMPARABLE: "⚪",
+    Outcome.OK: "✅",
+    Outcome.RECORDED: "📏",
 }
 MAX_ROWS = 200
 
@@ -42,7 +42,7 @@ def _row(row: SummaryRow) -> str:
 
 def markdown_summary(
     records: Sequence[Record],
-    verdicts: Sequence[Mapping[str, Any]] = (),
+    judgements: Sequence[Judgement] = (),
     *,
     title: str = "pytest-ortperf",
     notes: Sequence[str] = (),
@@ -50,17 +50,17 @@ def markdown_summary(
 ) -> str:
     """The summary's Markdown text (ends with a blank line, so appended summaries stay
     apart)."""
-    rows = summary_rows(records, verdicts)
+    rows = summary_rows(records, judgements)
     counts = outcome_counts(rows)
     lines = [f"## {title}", ""]
     lines.append(
         ", ".join(f"{ICONS.get(o, '')} {n} {o}" for o, n in counts.items()) or "nothing measured"
     )
     lines.append("")
-    failing = [r for r in rows if r.failing]
-    if failing:
-        lines += ["### Failing metrics", ""]
-        for row in failing:
+    attention = [r for r in rows if r.needs_attention]
+    if attention:
+        lines += ["### Regressed or inconclusive", ""]
+        for row in attention:
             lines.append(f"- **{row.outcome}** `{row.test}::{row.name}` {row.metric}:")
             lines.append(f"  `{_cell(row.message)}`")
         lines.append("")
@@ -69,7 +69,7 @@ def markdown_summary(
             "| outcome | test | measurement | metric | value | change [CI] |",
             "|---|---|---|---|---|---|",
         ]
-        shown = sorted(rows, key=lambda r: OUTCOME_ORDER.get(r.outcome, 5))[:MAX_ROWS]
+        shown = rows[:MAX_ROWS]  # already in outcome order
         lines += [_row(row) for row in shown]
         if len(rows) > MAX_ROWS:
             lines.append(f"\n{len(rows) - MAX_ROWS} more rows left out")

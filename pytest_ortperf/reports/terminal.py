@@ -1,25 +1,24 @@
-"""Pure formatting of results for the terminal."""
+"""The terminal summary of a run, and the one-line form of each ``user_properties`` entry
+(what ``--junitxml`` shows). Pure formatting: no I/O."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
-from typing import Any
 
-from pytest_ortperf.results import Comparison, LatencyResult, MemoryRecord, Record
+from pytest_ortperf.reports.rows import summary_rows
+from pytest_ortperf.results import (
+    USER_PROPERTY,
+    VERDICTS_PROPERTY,
+    Comparison,
+    Judgement,
+    LatencyResult,
+    MemoryResult,
+    Outcome,
+    Record,
+)
+from pytest_ortperf.units import format_seconds
 
 WIDTH = 100
-
-
-def format_seconds(seconds: float | None) -> str:
-    """A duration with a unit and 3 significant digits: ``812 ns``, ``45.3 us``,
-    ``1.00 ms``; ``-`` for None or NaN."""
-    if seconds is None or math.isnan(seconds):
-        return "-"
-    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6), ("ns", 1e-9)):
-        if abs(seconds) >= scale or unit == "ns":
-            return f"{seconds / scale:#.3g}".rstrip(".") + f" {unit}"
-    raise AssertionError("unreachable")
 
 
 def _shorten(text: str, width: int) -> str:
@@ -52,9 +51,7 @@ def format_table(
     return lines
 
 
-def summary_lines(
-    records: Sequence[Record], verdicts: Sequence[Mapping[str, Any]] = ()
-) -> list[str]:
+def summary_lines(records: Sequence[Record], judgements: Sequence[Judgement] = ()) -> list[str]:
     """Tables of measurements (test, name, api, median, IQR, n), of comparisons (ratio,
     CI) and of gated metrics (outcome, message), failures first."""
     latencies = [r for r in records if isinstance(r, LatencyResult)]
@@ -89,32 +86,27 @@ def summary_lines(
             ("comparison (candidate/reference)", "ratio", "95% CI", "ref", "cand"),
             rows,
         )
-    memories = [r for r in records if isinstance(r, MemoryRecord)]
+    memories = [r for r in records if isinstance(r, MemoryResult)]
     if memories:
         if lines:
             lines.append("")
         memory_rows = [
-            (f"{m.test}::{m.name}", m.api, f"{m.peak / 2**20:.1f} MiB", m.method) for m in memories
+            (f"{m.test}::{m.name}", m.api, f"{m.max_peak_bytes / 2**20:.1f} MiB", m.method)
+            for m in memories
         ]
         lines += format_table(("memory", "api", "peak RSS", "method"), memory_rows)
-    gate_rows = []
-    for payload in verdicts:
-        for verdict in payload["verdicts"]:
-            gate_rows.append(
-                (
-                    f"{payload['test']}::{payload['name']}",
-                    str(verdict["metric"]),
-                    str(verdict["outcome"]),
-                )
-            )
-    if gate_rows:
-        order = {"regressed": 0, "inconclusive": 1, "new": 2, "improved": 3}
-        gate_rows.sort(key=lambda row: order.get(row[2], 4))
+    gated = [
+        row for row in summary_rows(records, judgements) if row.outcome is not Outcome.RECORDED
+    ]
+    if gated:
         if lines:
             lines.append("")
-        lines += format_table(("gated metric", "metric", "outcome"), gate_rows)
-        improved = sum(row[2] == "improved" for row in gate_rows)
-        new = sum(row[2] == "new" for row in gate_rows)
+        lines += format_table(
+            ("gated metric", "metric", "outcome"),
+            [(f"{row.test}::{row.name}", row.metric, str(row.outcome)) for row in gated],
+        )
+        improved = sum(row.outcome is Outcome.IMPROVED for row in gated)
+        new = sum(row.outcome is Outcome.NEW for row in gated)
         if improved or new:
             lines.append(
                 f"{improved} improved, {new} without baseline: "
@@ -128,15 +120,15 @@ def compact_property(key: str, value: object) -> object:
     properties unchanged): what ``--junitxml`` shows."""
     if not isinstance(value, Mapping):
         return value
-    if key == "ortperf-verdicts":
+    if key == VERDICTS_PROPERTY:
         outcomes = ", ".join(f"{v['metric']}={v['outcome']}" for v in value["verdicts"])
         return f"{value['name']}: {outcomes}"
-    if key == "ortperf" and value.get("kind") == "compare":
+    if key == USER_PROPERTY and value.get("kind") == "compare":
         return (
             f"{value['name']}: ratio {value['ratio']:.4g} "
             f"[{value['low']:.4g}, {value['high']:.4g}] via {value['api']}"
         )
-    if key == "ortperf" and value.get("kind") == "latency":
+    if key == USER_PROPERTY and value.get("kind") == "latency":
         summary = value["summary"]
         return (
             f"{value['name']}: median {format_seconds(summary['median'])}, "

@@ -1,31 +1,29 @@
 """Report files of a run: the HTML report, the JSON results and the Markdown CI summary.
 
-``OutputSettings`` resolves the options and ini keys; ``write_outputs`` writes the files at
-the end of the run and returns lines for the terminal summary. A file that cannot be
-written is such a line, never an error: test outcomes do not change. Builders of the
-report's data from the store serve ``ortperf report`` too.
+:class:`ReportFiles` says where they go (the plugin's config fills it) and
+:class:`RunResults` what one run measured and judged (the per-run state builds it);
+:func:`write_reports` writes the files at the end of the run and returns lines for the
+terminal summary. A file that cannot be written is such a line, never an error: test
+outcomes do not change. :func:`report_input_from_store` serves ``ortperf report``.
 """
 
 from __future__ import annotations
 
-import math
-import os
-import time
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import pytest
-
-from pytest_ortperf.files import write_atomic
+from pytest_ortperf.files import append_text, write_atomic
 
 if TYPE_CHECKING:
-    from pytest_ortperf.reports.html import HistoryKey, HistoryPoint, ReportInput
+    from pytest_ortperf.reports.html import ReportInput
     from pytest_ortperf.reports.json import RunInfo
-    from pytest_ortperf.state import OrtperfState
+    from pytest_ortperf.results import Judgement, Record
 
-SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
+JSON_FORMATS = ("ortperf", "pytest-benchmark")
+"""Layouts of ``--ortperf-json``: our schema, or pytest-benchmark's."""
 HISTORY_RUNS = 20
 """Runs of history an HTML report written during a run shows."""
 NO_VERDICTS = (
@@ -35,62 +33,30 @@ NO_VERDICTS = (
 
 
 @dataclass(frozen=True)
-class OutputSettings:
-    """Where the report files go (None: not written)."""
+class ReportFiles:
+    """Where the report files of a run go (None: not written)."""
 
     report: Path | None = None
     json: Path | None = None
     json_format: str = "ortperf"
     markdown: tuple[Path, ...] = ()
 
-    @classmethod
-    def from_pytest(cls, config: pytest.Config) -> OutputSettings:
-        """Options (relative to the invocation directory) over ini keys (relative to the
-        ini file's directory); ``$GITHUB_STEP_SUMMARY`` adds a Markdown target."""
-        from pytest_ortperf.reports.json import FORMATS
-
-        ini_dir = config.inipath.parent if config.inipath else config.rootpath
-        cwd = config.invocation_params.dir
-
-        def path(name: str) -> Path | None:
-            value = config.getoption(name, None)
-            base = cwd
-            if not value:
-                value, base = config.getini(name), ini_dir
-            if not value or not str(value).strip():
-                return None
-            p = Path(str(value).strip()).expanduser()
-            return p if p.is_absolute() else base / p
-
-        fmt = config.getoption("ortperf_json_format", None) or config.getini("ortperf_json_format")
-        fmt = str(fmt or "ortperf").strip()
-        if fmt not in FORMATS:
-            raise pytest.UsageError(
-                f"ortperf_json_format must be one of {', '.join(FORMATS)}, got {fmt!r}"
-            )
-        markdown = [p for p in (path("ortperf_markdown"),) if p is not None]
-        summary = os.environ.get(SUMMARY_ENV, "").strip()
-        if summary:
-            markdown.append(Path(summary))
-        return cls(
-            report=path("ortperf_report"),
-            json=path("ortperf_json"),
-            json_format=fmt,
-            markdown=tuple(dict.fromkeys(markdown)),
-        )
-
     @property
     def any(self) -> bool:
         return bool(self.report or self.json or self.markdown)
 
 
-# ------------------------------------------------------------------------------ files
+@dataclass(frozen=True)
+class RunResults:
+    """What one run measured and judged, as the report files need it. ``store`` is where
+    the run was stored (None: storing disabled), for the history of each measurement."""
 
-
-def append_text(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a", encoding="utf-8") as fh:
-        fh.write(text)
+    run: RunInfo
+    records: Sequence[Record]
+    judgements: Sequence[Judgement] = ()
+    profiles: Mapping[tuple[str, str], Sequence[Mapping[str, Any]]] = field(default_factory=dict)
+    store: str | None = None
+    threshold: float | None = None
 
 
 def _why(exc: Exception) -> str:
@@ -99,163 +65,80 @@ def _why(exc: Exception) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-# ------------------------------------------------------------------------------ history
-
-
-def _value(row: Mapping[str, Any]) -> float | None:
-    value = row.get("ratio") if row.get("kind") == "compare" else row.get("median")
-    if value is None or not math.isfinite(float(value)):
-        return None
-    return float(value)
-
-
-def read_history(
-    store: str,
-    keys: Iterable[HistoryKey],
-    *,
-    last: int = HISTORY_RUNS,
-    until: int | None = None,
-) -> dict[HistoryKey, list[HistoryPoint]]:
-    """The stored values of ``keys`` over the last ``last`` runs (up to run ``until``):
-    ratios of comparisons, medians of latencies. Raises StoreError."""
-    from pytest_ortperf.reports.html import HistoryPoint
-    from pytest_ortperf.store import list_runs, read_results
-
-    wanted = set(keys)
-    runs = list_runs(store)
-    if until is not None:
-        runs = runs[runs["run_id"] <= until]
-    ids = [int(i) for i in runs["run_id"].tail(max(last, 1))]
-    if not ids or not wanted:
-        return {}
-    frame = read_results(store, since=min(ids))
-    out: dict[HistoryKey, list[HistoryPoint]] = {}
-    for record in frame.to_dict("records"):
-        row = {str(k): v for k, v in record.items()}
-        key = (str(row["test"]), str(row["name"]), str(row["kind"]), str(row["api"]))
-        value = _value(row)
-        if key not in wanted or int(row["run_id"]) not in ids or value is None:
-            continue
-        points = out.setdefault(key, [])
-        if points and points[-1].run_id == int(row["run_id"]):
-            points.pop()  # one value per run: the last one stored
-        low, high = row.get("low"), row.get("high")
-        points.append(
-            HistoryPoint(
-                run_id=int(row["run_id"]),
-                started=row["started"].isoformat(),
-                commit=row.get("commit") if isinstance(row.get("commit"), str) else None,
-                value=value,
-                low=None if low is None or math.isnan(low) else float(low),
-                high=None if high is None or math.isnan(high) else float(high),
-            )
-        )
-    return out
-
-
-def history_keys(records: Sequence[Any]) -> list[HistoryKey]:
-    return [(r.test, r.name, r.kind, r.api) for r in records]
-
-
-# ------------------------------------------------------------------------------ from a run
-
-
-def _run_info(state: OrtperfState, config: pytest.Config, exit_status: int) -> RunInfo:
-    from pytest_ortperf.env import git_info
-    from pytest_ortperf.reports.json import RunInfo
-    from pytest_ortperf.state import environment
-
-    settings = state.settings
-    return RunInfo(
-        started=state.started,
-        finished=time.time(),
-        environment=dict(environment()),
-        git=git_info(config.rootpath),
-        settings={
-            "budget_s": settings.budget_s,
-            "threshold": settings.gate.threshold,
-            "alpha": settings.gate.alpha,
-            "strict": settings.gate.strict,
-            "update": settings.update,
-        },
-        run_id=state.run_id,
-        exit_status=exit_status,
-        notes=tuple(state.notes),
+def report_input_from_run(results: RunResults) -> ReportInput:
+    """The HTML report's data for this run, with history from its store."""
+    from pytest_ortperf.reports.html import ReportInput
+    from pytest_ortperf.store import (
+        HistoryKey,
+        HistoryPoint,
+        StoreError,
+        history_keys,
+        read_history,
     )
 
-
-def report_input_from_run(state: OrtperfState, config: pytest.Config, run: RunInfo) -> ReportInput:
-    """The HTML report's data from this run's state, with history from its store."""
-    from pytest_ortperf.reports.html import ReportInput
-    from pytest_ortperf.store import StoreError, resolve_store
-
+    run = results.run
     history: dict[HistoryKey, list[HistoryPoint]] = {}
     note = None
-    target = resolve_store(state.settings.store, config.rootpath)
-    if target is None:
+    if results.store is None:
         note = "no history: the results store is disabled (--ortperf-store=none)"
-    elif state.run_id is None:
+    elif run.run_id is None:
         note = "no history: this run was not stored"
     else:
         try:
-            history = read_history(target, history_keys(state.records), until=state.run_id)
+            history = read_history(
+                results.store, history_keys(results.records), last=HISTORY_RUNS, until=run.run_id
+            )
         except StoreError as exc:
             note = f"no history: {exc}"
     return ReportInput(
-        records=tuple(state.records),
-        verdicts=tuple(state.verdicts),
-        profiles=dict(state.profiles),
+        records=tuple(results.records),
+        judgements=tuple(results.judgements),
+        profiles=dict(results.profiles),
         environment=run.environment,
         git=run.git,
-        started=state.started,
-        run_id=state.run_id,
-        notes=tuple(state.notes),
+        started=run.started,
+        run_id=run.run_id,
+        notes=tuple(run.notes),
         history=history,
         history_note=note,
-        threshold=state.settings.gate.threshold,
+        threshold=results.threshold,
     )
 
 
-def write_outputs(
-    outputs: OutputSettings, state: OrtperfState, config: pytest.Config, exit_status: int
-) -> list[str]:
+def write_reports(files: ReportFiles, results: RunResults) -> list[str]:
     """Write the report files of this run; returns lines for the terminal summary."""
-    if not outputs.any or not state.settings.enabled:
-        return []
     lines: list[str] = []
-    run = _run_info(state, config, exit_status)
-    if outputs.report is not None:
+    if files.report is not None:
         try:
             from pytest_ortperf.reports.html import build_html
 
-            text = build_html(report_input_from_run(state, config, run))
-            write_atomic(outputs.report, text)
-            lines.append(f"HTML report written to {outputs.report}")
+            write_atomic(files.report, build_html(report_input_from_run(results)))
+            lines.append(f"HTML report written to {files.report}")
         except Exception as exc:
-            lines.append(f"HTML report NOT written to {outputs.report}: {_why(exc)}")
-    if outputs.json is not None:
+            lines.append(f"HTML report NOT written to {files.report}: {_why(exc)}")
+    if files.json is not None:
         try:
-            import json
-
             from pytest_ortperf.reports.json import ortperf_json, pytest_benchmark_json
 
-            if outputs.json_format == "pytest-benchmark":
-                doc = pytest_benchmark_json(run, state.records)
+            if files.json_format == "pytest-benchmark":
+                doc = pytest_benchmark_json(results.run, results.records)
             else:
-                doc = ortperf_json(run, state.records, state.verdicts, state.profiles)
-            write_atomic(outputs.json, json.dumps(doc, indent=1, allow_nan=False) + "\n")
-            lines.append(f"JSON results ({outputs.json_format}) written to {outputs.json}")
+                doc = ortperf_json(
+                    results.run, results.records, results.judgements, results.profiles
+                )
+            write_atomic(files.json, json.dumps(doc, indent=1, allow_nan=False) + "\n")
+            lines.append(f"JSON results ({files.json_format}) written to {files.json}")
         except Exception as exc:
-            lines.append(f"JSON results NOT written to {outputs.json}: {_why(exc)}")
-    for target in outputs.markdown:
+            lines.append(f"JSON results NOT written to {files.json}: {_why(exc)}")
+    for target in files.markdown:
         try:
             from pytest_ortperf.reports.markdown import markdown_summary
 
             text = markdown_summary(
-                state.records,
-                state.verdicts,
-                notes=state.notes,
-                report_path=None if outputs.report is None else str(outputs.report),
+                results.records,
+                results.judgements,
+                notes=results.run.notes,
+                report_path=None if files.report is None else str(files.report),
             )
             append_text(target, text)
             lines.append(f"Markdown summary appended to {target}")
@@ -271,7 +154,15 @@ def report_input_from_store(store: str, run: str | int = "latest", last: int = 1
     """The HTML report's data for one stored run (no verdicts: they are not stored).
     Raises StoreError."""
     from pytest_ortperf.reports.html import ReportInput
-    from pytest_ortperf.store import list_runs, load_records, read_profiles, read_results, resolve_run_id
+    from pytest_ortperf.store import (
+        history_keys,
+        list_runs,
+        load_records,
+        read_history,
+        read_profiles,
+        read_results,
+        resolve_run_id,
+    )
 
     run_id = resolve_run_id(store, run)
     records = load_records(store, run_id)

@@ -1,0 +1,140 @@
+"""The one row model every report shares: a gated metric, or a measurement nobody gated.
+
+Terminal, HTML and Markdown reports all list :func:`summary_rows`, in the order of the
+:class:`~pytest_ortperf.results.Outcome` enum (most urgent first), with the values
+formatted by :mod:`pytest_ortperf.units`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from pytest_ortperf.results import (
+    Comparison,
+    Judgement,
+    LatencyResult,
+    Outcome,
+    Record,
+    Verdict,
+)
+from pytest_ortperf.units import format_change, format_interval, format_ratio, format_seconds
+
+Key = tuple[str, str]
+"""(test, name) of a measurement."""
+
+
+@dataclass(frozen=True)
+class SummaryRow:
+    """One line of the outcomes table: a gated metric, or a measurement nobody gated
+    (outcome ``recorded``)."""
+
+    outcome: Outcome
+    test: str
+    name: str
+    kind: str
+    metric: str
+    value: str
+    change: str
+    message: str
+
+    @property
+    def needs_attention(self) -> bool:
+        """Regressed or inconclusive (see :attr:`Outcome.needs_attention`)."""
+        return self.outcome.needs_attention
+
+
+def format_metric(metric: str, value: float) -> str:
+    """A verdict's baseline/current value: seconds for latency, 3 decimals for ratios."""
+    if not math.isfinite(value):
+        return "-"
+    if metric == "latency":
+        return format_seconds(value)
+    if metric == "ratio":
+        return format_ratio(value)
+    return f"{value:g}"
+
+
+def verdict_value(verdict: Verdict) -> str:
+    """``current vs baseline`` of a verdict (only current when there is no baseline; node
+    counts for structure, whose message says what changed)."""
+    metric, current, baseline = verdict.metric, verdict.current, verdict.baseline
+    if metric == "structure":
+        if not (current or baseline):
+            return "-"
+        return f"{current:g} vs {baseline:g} nodes"
+    if not math.isfinite(baseline):
+        return format_metric(metric, current)
+    return f"{format_metric(metric, current)} vs {format_metric(metric, baseline)}"
+
+
+def verdict_change(verdict: Verdict) -> str:
+    """``+5.0% [+4.1%, +5.9%]``; empty for structure and for verdicts without a change."""
+    if verdict.metric == "structure" or not math.isfinite(verdict.change):
+        return ""
+    return f"{format_change(verdict.change)} {format_interval(verdict.low, verdict.high)}"
+
+
+def record_value(record: Record) -> str:
+    """The headline figure of a record: ratio and interval, median and IQR, or peak."""
+    if isinstance(record, Comparison):
+        low, high = format_ratio(record.low), format_ratio(record.high)
+        return f"{format_ratio(record.ratio)} [{low}, {high}]"
+    if isinstance(record, LatencyResult):
+        return f"{format_seconds(record.median)} (IQR {format_seconds(record.iqr)})"
+    return f"{record.max_peak_bytes / 2**20:.1f} MiB peak"
+
+
+def verdicts_by_key(judgements: Sequence[Judgement]) -> dict[Key, tuple[Verdict, ...]]:
+    """Verdicts by (test, name); a later judgement of the same key replaces an earlier."""
+    return {(j.test, j.name): j.verdicts for j in judgements}
+
+
+def summary_rows(records: Sequence[Record], judgements: Sequence[Judgement]) -> list[SummaryRow]:
+    """One row per gated metric and per ungated measurement, in outcome order (then in the
+    order measured)."""
+    judged = verdicts_by_key(judgements)
+    rows: list[SummaryRow] = []
+    seen: set[Key] = set()
+    for record in records:
+        key = (record.test, record.name)
+        if key in judged:
+            if key in seen:
+                continue
+            seen.add(key)
+            rows.extend(
+                SummaryRow(
+                    outcome=v.outcome,
+                    test=record.test,
+                    name=record.name,
+                    kind=record.kind,
+                    metric=v.metric,
+                    value=verdict_value(v),
+                    change=verdict_change(v),
+                    message=v.message,
+                )
+                for v in judged[key]
+            )
+        else:
+            rows.append(
+                SummaryRow(
+                    outcome=Outcome.RECORDED,
+                    test=record.test,
+                    name=record.name,
+                    kind=record.kind,
+                    metric="-",
+                    value=record_value(record),
+                    change="",
+                    message=f"via {record.api}",
+                )
+            )
+    return sorted(rows, key=lambda r: r.outcome.rank)  # stable: measured order within
+
+
+def outcome_counts(rows: Sequence[SummaryRow]) -> Mapping[Outcome, int]:
+    """How many rows have each outcome, in outcome order (outcomes with none left out)."""
+    counts = {outcome: 0 for outcome in Outcome}
+    for row in rows:
+        counts[row.outcome] += 1
+    return {outcome: n for outcome, n in counts.items() if n}

@@ -1,0 +1,72 @@
+"""Units: formatting of seconds, ratios and percentages, and parsing of fractions.
+
+A leaf module (standard library only): every report, verdict message and option parser
+spells a quantity the same way. Micro-seconds are written ``us`` everywhere (terminals,
+JUnit XML and CI logs are not always UTF-8).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+SECOND_UNITS = (("s", 1.0), ("ms", 1e-3), ("us", 1e-6), ("ns", 1e-9))
+"""Units of a duration, largest first, with their size in seconds."""
+
+
+def format_seconds(seconds: float | None) -> str:
+    """A duration with a unit and 3 significant digits: ``812 ns``, ``45.3 us``,
+    ``1.00 ms``; ``-`` for None or NaN."""
+    if seconds is None or math.isnan(seconds):
+        return "-"
+    for unit, scale in SECOND_UNITS:
+        if abs(seconds) >= scale or unit == "ns":
+            return f"{seconds / scale:#.3g}".rstrip(".") + f" {unit}"
+    raise AssertionError("unreachable")
+
+
+def time_unit(values: Sequence[float]) -> tuple[str, float]:
+    """A unit for durations in seconds such that their typical value reads 1 to 1000."""
+    finite = sorted(abs(v) for v in values if math.isfinite(v) and v != 0)
+    typical = finite[len(finite) // 2] if finite else 1.0
+    for unit, scale in SECOND_UNITS:
+        if typical >= scale:
+            return unit, scale
+    return SECOND_UNITS[-1]
+
+
+def format_ratio(ratio: float | None) -> str:
+    """A ratio to 3 decimals (4 significant digits when very small or large); ``-`` when
+    missing or not finite."""
+    if ratio is None or not math.isfinite(ratio):
+        return "-"
+    return f"{ratio:.3f}" if 0.01 <= abs(ratio) < 1000 else f"{ratio:.4g}"
+
+
+def format_change(change: float | None) -> str:
+    """A relative change as a signed percentage, ``+5.3%``; empty when missing or NaN."""
+    if change is None or math.isnan(change):
+        return ""
+    return f"{change * 100:+.1f}%"
+
+
+def format_interval(low: float, high: float) -> str:
+    """A relative interval ``[-1.2%, +3.4%]``."""
+    return f"[{format_change(low)}, {format_change(high)}]"
+
+
+def parse_fraction(text: object) -> float:
+    """A non-negative fraction written ``0.05`` or ``5%``.
+
+    Raises ValueError with a message that says what was expected; callers prefix the name
+    of the option or argument at fault.
+    """
+    raw = str(text).strip()
+    scale = 100.0 if raw.endswith("%") else 1.0
+    try:
+        value = float(raw.removesuffix("%").strip()) / scale
+    except ValueError:
+        raise ValueError(f"must be a fraction such as 0.05 or 5%, got {text!r}") from None
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"must be a non-negative fraction such as 0.05 or 5%, got {text!r}")
+    return value
