@@ -1,7 +1,8 @@
 """pytest-ortperf: performance regression testing of ONNX models on onnxruntime.
 
-Importing this package is cheap: onnxruntime and pandas are imported only by the
-functions that need them.
+The public API is what ``__all__`` names (README, "Public API"); each name is imported on
+first access, so ``import pytest_ortperf`` stays cheap: onnxruntime, pandas and the store's
+SQLAlchemy are imported only by what needs them.
 """
 
 from __future__ import annotations
@@ -11,16 +12,43 @@ __version__ = "0.1.0"
 import importlib
 from typing import Any
 
-# Public names imported on first access, keeping ``import pytest_ortperf`` cheap.
+# name -> module that defines it
 _LAZY: dict[str, str] = {
+    # records of a measurement and of a verdict
+    "LatencyResult": "pytest_ortperf.results",
+    "Comparison": "pytest_ortperf.results",
+    "MemoryResult": "pytest_ortperf.results",
+    "SessionInfo": "pytest_ortperf.results",
+    "OutputDiff": "pytest_ortperf.results",
+    "Verdict": "pytest_ortperf.results",
+    "Judgement": "pytest_ortperf.results",
+    "Outcome": "pytest_ortperf.results",
+    # what the fixtures return
+    "OrtSession": "pytest_ortperf.ort_session",
+    "OrtBinding": "pytest_ortperf.runapi",
+    "Recorder": "pytest_ortperf.recorder",
+    # timing
+    "Engine": "pytest_ortperf.measure",
+    "EngineConfig": "pytest_ortperf.measure",
+    "TimingEngine": "pytest_ortperf.measure",
+    "ScriptedEngine": "pytest_ortperf.testing",
+    # profiles and memory
     "read_profile": "pytest_ortperf.profiling.parse",
     "compare_profiles": "pytest_ortperf.profiling.parse",
     "Profile": "pytest_ortperf.profiling.parse",
     "ProfileComparison": "pytest_ortperf.profiling.parse",
     "profile_session": "pytest_ortperf.profiling.run",
     "peak_memory": "pytest_ortperf.profiling.memory",
-    "MemoryResult": "pytest_ortperf.results",
+    # the gate's pure rules
+    "judge_ratio": "pytest_ortperf.gating.rules",
+    "judge_latency": "pytest_ortperf.gating.rules",
+    "judge_structure": "pytest_ortperf.gating.rules",
+    # the results store
+    "read_results": "pytest_ortperf.store",
+    "list_runs": "pytest_ortperf.store",
 }
+
+__all__ = ["__version__", *_LAZY]
 
 
 def __getattr__(name: str) -> Any:

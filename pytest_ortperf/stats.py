@@ -35,9 +35,6 @@ class Summary:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Summary:
-        return cls(**{name: data[name] for name in cls.__dataclass_fields__})
 
 
 def quantile(sorted_values: Sequence[float], q: float) -> float:

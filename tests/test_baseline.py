@@ -353,3 +353,88 @@ def test_judge_entry_latency() -> None:
     assert threads.outcome is Outcome.NOT_COMPARABLE and "threads" in threads.message
     [fresh] = judge_entry(None, latency_record(SAMPLES), ENV)
     assert fresh.outcome is Outcome.NEW
+
+
+# --------------------------------------------------------------------------- planning a run
+
+
+def local_entries() -> dict[str, dict[str, Any]]:
+    """Entries as ``--ortperf-update`` writes them: keyed and tagged by the test's id
+    inside its module."""
+    from pytest_ortperf.gating.baseline import entry_key, local_record
+
+    out = {}
+    for record in (compare_record(RATIOS), latency_record(SAMPLES)):
+        entry = entry_from_record(local_record(record), ENV, updated="2026-01-02")
+        out[entry_key(entry["test"], entry["name"])] = entry
+    return out
+
+
+def test_plan_baselines_reports_unused_without_update() -> None:
+    from pytest_ortperf.gating.baseline import plan_baselines
+
+    module = TEST.split("::")[0]
+    loaded = Baseline(baseline_path(Path(module)), SCHEMA_VERSION, local_entries())
+    plan = plan_baselines(
+        {module: loaded},
+        [],
+        ENV,
+        passed=set(),
+        collected={f"{module}::test_other"},
+        update=False,
+        partial=False,
+    )
+    assert plan.writes == {}
+    assert plan.notes == (
+        "2 unused baseline entries in tests/__ortperf__/test_models.json (tests that no longer "
+        "exist; --ortperf-update prunes them): test_fused::cmp, test_fused::lat",
+    )
+    # The same run with test_fused collected: nothing unused, nothing to say.
+    plan = plan_baselines(
+        {module: loaded}, [], ENV, passed=set(), collected={TEST}, update=False, partial=False
+    )
+    assert plan.writes == {} and plan.notes == ()
+
+
+def test_plan_baselines_update_writes_the_tests_that_ran() -> None:
+    from pytest_ortperf.gating.baseline import plan_baselines
+
+    module = "tests/test_models.py"
+    old = {"test_fused::lat": local_entries()["test_fused::lat"]}
+    records = [{**compare_record(RATIOS), "gated": True}]
+    plan = plan_baselines(
+        {module: Baseline(Path("x.json"), SCHEMA_VERSION, old)},
+        records,
+        ENV,
+        passed={TEST},
+        collected={TEST},
+        update=True,
+        partial=False,
+    )
+    written = plan.writes[module]
+    assert list(written) == ["test_fused::cmp"]  # lat is no longer measured by the test
+    assert written["test_fused::cmp"]["ratio"] == pytest.approx(sorted(RATIOS)[12], rel=1e-5)
+    assert plan.notes[0] == "baseline tests/__ortperf__/test_models.json updated:"
+    assert "  test_fused::lat: removed (no longer measured)" in plan.notes
+
+
+def test_plan_baselines_partial_update_keeps_other_tests_and_unreadable_files_only_noted() -> None:
+    from pytest_ortperf.gating.baseline import plan_baselines
+
+    module = "tests/test_models.py"
+    broken = BaselineError("tests/__ortperf__/test_models.json:1:1: invalid JSON")
+    plan = plan_baselines(
+        {module: broken}, [], ENV, passed=set(), collected={TEST}, update=False, partial=True
+    )
+    assert plan.writes == {} and plan.notes == (f"baseline NOT read: {broken}",)
+    kept = {"test_other::lat": {**local_entries()["test_fused::lat"], "test": "test_other"}}
+    plan = plan_baselines(
+        {module: Baseline(Path("x.json"), SCHEMA_VERSION, kept)},
+        [{**compare_record(RATIOS), "gated": True}],
+        ENV,
+        passed={TEST},
+        collected={TEST},
+        update=True,
+        partial=True,  # -k: test_other was deselected, it still exists
+    )
+    assert sorted(plan.writes[module]) == ["test_fused::cmp", "test_other::lat"]

@@ -131,3 +131,71 @@ def test_smoke_runs_once():
 def test_engine_config_validation(kwargs, match):
     with pytest.raises(ValueError, match=match):
         EngineConfig(**kwargs)
+
+
+# --------------------------------------------------------------------------- the stop rule
+
+
+def _asked_rounds(engine, calls):
+    """The round counts at which an interleaved measurement asked its stop rule (never
+    stopping)."""
+    asked = []
+
+    def never(values):
+        asked.append(len(values[0]))
+        return False
+
+    engine.interleave(calls, should_stop=never)
+    return asked
+
+
+def test_real_and_scripted_engines_ask_the_stop_rule_at_the_same_rounds():
+    from pytest_ortperf.testing import ScriptedEngine
+
+    clock = FakeClock()
+
+    def a():
+        clock.now += 1_000
+
+    def b():
+        clock.now += 1_000
+
+    real = Engine(EngineConfig(budget_s=0.06, block_s=0.001, warmup_s=0.0), clock=clock)
+    scripted = ScriptedEngine(interleave=[[[1.0] * 30, [1.0] * 30]])
+    real_asked = _asked_rounds(real, [a, b])
+    scripted_asked = _asked_rounds(scripted, [lambda: None, lambda: None])
+    assert real_asked[:6] == scripted_asked[:6] == [8, 12, 16, 20, 24, 28]
+
+
+def test_scripted_engine_stops_when_told_and_keeps_the_pairs():
+    from pytest_ortperf.testing import ScriptedEngine
+
+    engine = ScriptedEngine(interleave=[[list(range(1, 21)), list(range(101, 121))]])
+    ref, cand = engine.interleave(
+        [lambda: None, lambda: None], should_stop=lambda values: len(values[0]) >= 12
+    )
+    assert ref.values == tuple(range(1, 13)) and cand.values == tuple(range(101, 113))
+    assert engine.stopped_at == [12]
+
+
+def test_scripted_engine_scaled_shares_script_and_log():
+    from pytest_ortperf.testing import ScriptedEngine
+
+    engine = ScriptedEngine(measure=[[1.0, 1.0], [2.0, 2.0]])
+    assert engine.measure(lambda: None).values == (1.0, 1.0)
+    confirm = engine.scaled(2.0)
+    assert confirm.budget_factor == 2.0 and engine.budget_factor == 1.0
+    assert confirm.measure(lambda: None).values == (2.0, 2.0)
+    assert engine.log == ["measure", ("scaled", 2.0), "measure"]
+
+
+def test_both_engines_satisfy_the_timing_engine_protocol():
+    # mypy checks this statically (recorder.py takes a TimingEngine); here: at run time,
+    # every member the protocol names is there.
+    from pytest_ortperf.measure import TimingEngine
+    from pytest_ortperf.testing import ScriptedEngine
+
+    members = [m for m in vars(TimingEngine) if not m.startswith("_")]
+    assert set(members) == {"clock", "scaled", "measure", "interleave"}
+    for engine in (Engine(), ScriptedEngine()):
+        assert all(hasattr(engine, m) for m in members)

@@ -1,1 +1,11 @@
-"""placeholder"""
+"""Gating: is a measurement regressed against its stored baseline?
+
+- :mod:`~pytest_ortperf.gating.rules`: the pure decision rules (structure, ratio, latency).
+- :mod:`~pytest_ortperf.gating.baseline`: the baseline file format, and the pure plan of
+  what a run writes, prunes and reports unused.
+- :mod:`~pytest_ortperf.gating.gate`: the per-test gate the recorder judges with.
+- :mod:`~pytest_ortperf.gating.settings`: the gate's own settings record.
+
+Gating uses the core (records, statistics, units, the engine); it never imports the
+plugin's settings or per-run state.
+"""

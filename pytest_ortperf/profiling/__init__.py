@@ -1,1 +1,8 @@
-"""placeholder"""
+"""Where the time and memory go, outside the timed runs.
+
+- :mod:`~pytest_ortperf.profiling.parse`: ``read_profile``, ``Profile``, ``compare_profiles``.
+- :mod:`~pytest_ortperf.profiling.run`: a profiling session of its own (``profile_session``).
+- :mod:`~pytest_ortperf.profiling.memory`: peak memory of the process (``peak_memory``).
+- :mod:`~pytest_ortperf.profiling.attribution`: which op types moved when a ratio regressed.
+- :mod:`~pytest_ortperf.profiling.plots`: matplotlib figures (the ``plots`` extra).
+"""

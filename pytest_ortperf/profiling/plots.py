@@ -16,30 +16,34 @@ if TYPE_CHECKING:
 __all__ = ["plot_by_op", "plot_compare", "plot_timeline"]
 
 
-def _require_matplotlib() -> None:
+def require_matplotlib() -> None:
+    """Raise an ImportError that names the extra to install when matplotlib is missing."""
     try:
         import matplotlib.figure  # noqa: F401
     except ImportError as exc:
         raise ImportError("plots need matplotlib: pip install pytest-ortperf[plots]") from exc
 
 
-def _figure(
-    width: float, height: float, ncols: int = 1, sharey: bool = False
+def figure(
+    width: float, height: float, *, nrows: int = 1, ncols: int = 1, sharey: bool = False
 ) -> tuple[Figure, Any]:
+    """A figure of ``width`` x ``height`` inches and its axes as a flat array (one per
+    panel, row by row), drawn on the Agg canvas: the one way every plot of this package,
+    public or in the HTML report, makes a figure."""
     from matplotlib.figure import Figure
 
     # A Figure made directly (not through pyplot) uses the Agg canvas and no GUI backend.
     fig = Figure(figsize=(width, height))
-    axes = fig.subplots(1, ncols, sharey=sharey, squeeze=False)[0]
+    axes = fig.subplots(nrows, ncols, sharey=sharey, squeeze=False).ravel()
     return fig, axes
 
 
 def plot_by_op(profile: Profile, *, title: str | None = None) -> Figure:
     """Horizontal bars per op type: self time per run (left) and count per run (right)."""
-    _require_matplotlib()
+    require_matplotlib()
     ops = profile.by_op().groupby("op_type")[["mean_us", "count_per_run"]].sum()
     ops = ops.sort_values("mean_us")
-    fig, (ax0, ax1) = _figure(10, max(2.5, 0.35 * len(ops) + 1.2), ncols=2, sharey=True)
+    fig, (ax0, ax1) = figure(10, max(2.5, 0.35 * len(ops) + 1.2), ncols=2, sharey=True)
     labels = [str(i) for i in ops.index]
     ax0.barh(labels, ops["mean_us"])
     ax0.set_xlabel("time per run (us)")
@@ -61,14 +65,14 @@ def plot_compare(
 
     ``min_share`` hides op types whose combined time is under that share of the total.
     """
-    _require_matplotlib()
+    require_matplotlib()
     ops = comparison.by_op.set_index("op_type")
     weight = ops["base_us"] + ops["optimized_us"]
     total = float(weight.sum())
     if total > 0 and min_share > 0:
         ops = ops[weight / total >= min_share]
     ops = ops.iloc[::-1]  # largest at the top
-    fig, (ax0, ax1) = _figure(12, max(2.5, 0.45 * len(ops) + 1.2), ncols=2, sharey=True)
+    fig, (ax0, ax1) = figure(12, max(2.5, 0.45 * len(ops) + 1.2), ncols=2, sharey=True)
     pos = list(range(len(ops)))
     h = 0.4
     names = [str(i) for i in ops.index]
@@ -88,11 +92,11 @@ def plot_compare(
 
 def plot_timeline(profile: Profile, run: int = 0, *, max_nodes: int = 200) -> Figure:
     """Gantt chart of one run: one bar per node execution, subgraph nodes indented."""
-    _require_matplotlib()
+    require_matplotlib()
     if not 0 <= run < max(profile.n_runs, 1):
         raise ValueError(f"run {run} out of range: the profile holds {profile.n_runs} runs")
     nodes = profile.nodes[profile.nodes["run"] == run].sort_values("ts_us").head(max_nodes)
-    fig, (ax,) = _figure(12, max(2.5, 0.22 * len(nodes) + 1.2))
+    fig, (ax,) = figure(12, max(2.5, 0.22 * len(nodes) + 1.2))
     if len(nodes):
         start = float(nodes["ts_us"].min())
         ops = sorted(set(nodes["op_type"]))

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from pytest_ortperf.profiling.plots import figure
 from pytest_ortperf.units import time_unit
 
 if TYPE_CHECKING:
@@ -29,10 +30,8 @@ def available() -> bool:
 
 
 def _figure(height: float, width: float = WIDTH_IN) -> tuple[Figure, Any]:
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(width, max(1.6, height)), dpi=DPI)
-    return fig, fig.subplots()
+    fig, (ax,) = figure(width, max(1.6, height))
+    return fig, ax
 
 
 def _png(fig: Figure) -> bytes:
@@ -177,12 +176,10 @@ class Series:
 def history_grid(series: Sequence[Series], *, columns: int = 4) -> bytes:
     """Small multiples, one panel per measurement: its value over runs, the interval as a
     band (ratios), the latest run marked."""
-    from matplotlib.figure import Figure
     from matplotlib.ticker import MaxNLocator
 
     rows = max(1, math.ceil(len(series) / columns))
-    fig = Figure(figsize=(WIDTH_IN, 1.9 * rows + 0.2), dpi=DPI)
-    axes = fig.subplots(rows, columns, squeeze=False).ravel()
+    fig, axes = figure(WIDTH_IN, 1.9 * rows + 0.2, nrows=rows, ncols=columns)
     for ax, s in zip(axes, series, strict=False):
         unit, scale = time_unit(s.values) if s.seconds else ("", 1.0)
         ys = [v / scale for v in s.values]

@@ -1,0 +1,145 @@
+"""The package's shape: imports flow one way, no cycles, and loading the plugin is cheap.
+
+Layers, top to bottom (README, "Layout"):
+
+- glue: ``plugin``, ``cli``, ``config``, ``state``, ``recorder``, ``xdist_serial``
+- families: ``reports`` (may use ``profiling`` and ``gating``), ``gating``, ``profiling``
+- core: measuring, records, statistics, units, the store and the rest
+
+A module may import from its own layer's allowed set and below, never above.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import pytest_ortperf
+
+PACKAGE = Path(pytest_ortperf.__file__).parent
+GLUE = {"plugin", "cli", "config", "state", "recorder", "xdist_serial"}
+FAMILIES = {"gating", "reports", "profiling"}
+ALIASES = {"plots": "profiling"}
+"""Modules that only re-export a family's names at a documented import path."""
+MAY_USE = {
+    "reports": {"profiling", "gating"},
+    "gating": set(),
+    "profiling": set(),
+}
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE).with_suffix("").parts
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(("pytest_ortperf", *parts))
+
+
+def _imports() -> dict[str, set[str]]:
+    """Every module of the package and the package modules it imports (anywhere in it:
+    at the top, in functions, under TYPE_CHECKING)."""
+    modules = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        found: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            targets: list[str] = []
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                targets = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            elif isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            found.update(t for t in targets if t in modules and t != name)
+        graph[name] = found
+    return graph
+
+
+def _top(module: str) -> str:
+    """``gating`` for ``pytest_ortperf.gating.rules``, ``store`` for ``pytest_ortperf.store``."""
+    parts = module.split(".")
+    top = parts[1] if len(parts) > 1 else ""
+    return ALIASES.get(top, top)
+
+
+def _layer(top: str) -> str:
+    if top in GLUE:
+        return "glue"
+    if top in FAMILIES:
+        return "family"
+    return "core"
+
+
+def test_no_relative_imports_to_check_against() -> None:
+    # The checks below read absolute imports only; the package writes all of its own
+    # imports that way.
+    for path in PACKAGE.rglob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        relative = [n for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.level]
+        assert not relative, f"{path}: relative import (write pytest_ortperf.x)"
+
+
+def test_imports_flow_one_way() -> None:
+    wrong = []
+    for module, targets in _imports().items():
+        mine = _top(module)
+        for target in targets:
+            theirs = _top(target)
+            if theirs in ("", mine):
+                continue  # the package itself (__version__), or within one family
+            mine_layer, their_layer = _layer(mine), _layer(theirs)
+            if mine_layer == "core" and their_layer != "core":
+                wrong.append(f"{module} (core) imports {target} ({their_layer})")
+            elif mine_layer == "family" and their_layer == "glue":
+                wrong.append(f"{module} imports {target}: families never use the glue")
+            elif mine_layer == "family" and their_layer == "family" and theirs not in MAY_USE[mine]:
+                wrong.append(f"{module} imports {target}: {mine} may not use {theirs}")
+    assert not wrong, "\n".join(sorted(wrong))
+
+
+def test_no_import_cycles() -> None:
+    graph = _imports()
+    # The package __init__ and the documented re-export module only name others' objects.
+    graph.pop("pytest_ortperf", None)
+    cycles = []
+    state: dict[str, int] = {}  # 1 visiting, 2 done
+
+    def visit(node: str, path: list[str]) -> None:
+        state[node] = 1
+        for nxt in sorted(graph.get(node, ())):
+            if nxt not in graph:
+                continue
+            if state.get(nxt) == 1:
+                cycles.append(" -> ".join([*path[path.index(nxt) :], nxt]))
+            elif state.get(nxt) is None:
+                visit(nxt, [*path, nxt])
+        state[node] = 2
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node, [node])
+    assert not cycles, "\n".join(cycles)
+
+
+@pytest.mark.parametrize("module", ["pytest_ortperf.plugin", "pytest_ortperf"])
+def test_loading_the_plugin_imports_nothing_heavy(module: str) -> None:
+    code = (
+        f"import sys, {module}\n"
+        "heavy = [m for m in ('onnxruntime', 'pandas', 'matplotlib', 'sqlalchemy') "
+        "if m in sys.modules]\n"
+        "print(','.join(heavy))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert out.stdout.strip() == "", f"importing {module} loaded {out.stdout.strip()}"
+
+
+def test_public_api_is_declared_and_importable() -> None:
+    names = pytest_ortperf.__all__
+    assert len(names) == len(set(names))
+    for name in names:
+        assert getattr(pytest_ortperf, name) is not None, name
+    assert set(dir(pytest_ortperf)) >= set(names)
