@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,6 @@ from pytest_ortperf.reports.writer import JSON_FORMATS, ReportFiles
 from pytest_ortperf.units import parse_fraction
 
 MARKER = "ortperf"
-MARKER_KEYS = ("budget", "block", "threshold", "alpha", "structure", "strict")
 
 
 class MarkerError(ValueError):
@@ -40,8 +40,6 @@ def _fraction(value: Any, what: str) -> float:
         raise pytest.UsageError(f"{what} {exc}") from None
     if not number > 0:
         raise pytest.UsageError(f"{what} must be positive, got {value!r}")
-    if number >= 1.0 and what.endswith("alpha"):
-        raise pytest.UsageError(f"{what} must be below 1, got {value!r}")
     return number
 
 
@@ -82,9 +80,7 @@ class OrtperfConfig:
             if str(latency_threshold).strip()
             else None
         )
-        alpha = _fraction(config.getini("ortperf_alpha"), "ini ortperf_alpha")
-        if not alpha < 0.5:
-            raise pytest.UsageError(f"ini ortperf_alpha must be below 0.5, got {alpha:g}")
+        alpha = _alpha(config.getini("ortperf_alpha"), "ini ortperf_alpha")
         strict = bool(config.getoption("ortperf_strict", False)) or _flag(
             config.getini("ortperf_strict"), "ini ortperf_strict"
         )
@@ -107,33 +103,42 @@ class OrtperfConfig:
 
     def engine_config(self, marker: dict[str, Any]) -> EngineConfig:
         """The engine settings of one test: the run's, overridden by its marker."""
-        engine = EngineConfig(budget_s=self.budget_s)
-        try:
-            if "budget" in marker:
-                engine = replace(engine, budget_s=_positive_float(marker["budget"], "budget"))
-            if "block" in marker:
-                engine = replace(engine, block_s=_positive_float(marker["block"], "block"))
-        except pytest.UsageError as exc:
-            raise MarkerError(f"@pytest.mark.ortperf: {exc}") from None
-        return engine
+        return replace(EngineConfig(budget_s=self.budget_s), **_overrides(marker, "engine"))
 
     def gate_settings(self, marker: dict[str, Any]) -> GateSettings:
         """The gate settings of one test: the run's, overridden by its marker."""
-        gate = self.gate
-        try:
-            if "threshold" in marker:
-                gate = replace(gate, threshold=_fraction(marker["threshold"], "threshold"))
-            if "alpha" in marker:
-                gate = replace(gate, alpha=_fraction(marker["alpha"], "alpha"))
-                if not gate.alpha < 0.5:
-                    raise pytest.UsageError(f"alpha must be below 0.5, got {gate.alpha:g}")
-            if "structure" in marker:
-                gate = replace(gate, structure=_flag(marker["structure"], "structure"))
-            if "strict" in marker:
-                gate = replace(gate, strict=_flag(marker["strict"], "strict"))
-        except pytest.UsageError as exc:
-            raise MarkerError(f"@pytest.mark.ortperf: {exc}") from None
-        return gate
+        return replace(self.gate, **_overrides(marker, "gate"))
+
+
+def _alpha(value: Any, what: str) -> float:
+    alpha = _fraction(value, what)
+    if not alpha < 0.5:
+        raise pytest.UsageError(f"{what} must be below 0.5, got {alpha:g}")
+    return alpha
+
+
+MARKER_FIELDS: dict[str, tuple[str, str, Callable[[Any, str], Any]]] = {
+    "budget": ("engine", "budget_s", _positive_float),
+    "block": ("engine", "block_s", _positive_float),
+    "threshold": ("gate", "threshold", _fraction),
+    "alpha": ("gate", "alpha", _alpha),
+    "structure": ("gate", "structure", _flag),
+    "strict": ("gate", "strict", _flag),
+}
+"""Marker argument -> (settings record, its field, parser)."""
+MARKER_KEYS = tuple(MARKER_FIELDS)
+
+
+def _overrides(marker: dict[str, Any], record: str) -> dict[str, Any]:
+    """The fields of ``record`` (``engine`` or ``gate``) that the marker sets, parsed."""
+    out = {}
+    try:
+        for key, (target, fieldname, parse) in MARKER_FIELDS.items():
+            if target == record and key in marker:
+                out[fieldname] = parse(marker[key], key)
+    except pytest.UsageError as exc:
+        raise MarkerError(f"@pytest.mark.ortperf: {exc}") from None
+    return out
 
 
 def marker_settings(node: pytest.Item) -> dict[str, Any]:

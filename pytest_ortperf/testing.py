@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from pytest_ortperf.measure import (
     Call,
@@ -20,6 +21,16 @@ __all__ = ["ScriptedEngine"]
 
 def _no_time() -> int:
     return 0
+
+
+T = TypeVar("T")
+
+
+def _next(queue: list[T], what: str) -> T:
+    """The next scripted item; the last one repeats."""
+    if not queue:
+        raise ValueError(f"ScriptedEngine has no {what} samples scripted")
+    return queue.pop(0) if len(queue) > 1 else queue[0]
 
 
 @dataclass
@@ -82,11 +93,8 @@ class ScriptedEngine:
 
     def measure(self, call: Call) -> Samples:
         call()
+        values = _next(self._script.measure, "measure")
         self.log.append("measure")
-        queue = self._script.measure
-        if not queue:
-            raise ValueError("ScriptedEngine has no measure samples scripted")
-        values = queue.pop(0) if len(queue) > 1 else queue[0]
         return Samples(values, self.calls_per_block)
 
     def interleave(
@@ -94,11 +102,8 @@ class ScriptedEngine:
     ) -> list[Samples]:
         for call in calls:
             call()
+        arms = _next(self._script.interleave, "interleave")
         self.log.append("interleave")
-        queue = self._script.interleave
-        if not queue:
-            raise ValueError("ScriptedEngine has no interleave samples scripted")
-        arms = queue.pop(0) if len(queue) > 1 else queue[0]
         if len(arms) != len(calls):
             raise ValueError(f"scripted {len(arms)} arms for {len(calls)} targets")
         rounds = min(len(values) for values in arms)

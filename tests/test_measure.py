@@ -153,16 +153,9 @@ def test_real_and_scripted_engines_ask_the_stop_rule_at_the_same_rounds():
     from pytest_ortperf.testing import ScriptedEngine
 
     clock = FakeClock()
-
-    def a():
-        clock.now += 1_000
-
-    def b():
-        clock.now += 1_000
-
     real = Engine(EngineConfig(budget_s=0.06, block_s=0.001, warmup_s=0.0), clock=clock)
     scripted = ScriptedEngine(interleave=[[[1.0] * 30, [1.0] * 30]])
-    real_asked = _asked_rounds(real, [a, b])
+    real_asked = _asked_rounds(real, [constant_call(clock, 1_000), constant_call(clock, 1_000)])
     scripted_asked = _asked_rounds(scripted, [lambda: None, lambda: None])
     assert real_asked[:6] == scripted_asked[:6] == [8, 12, 16, 20, 24, 28]
 

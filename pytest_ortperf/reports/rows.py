@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 from pytest_ortperf.results import (
     Comparison,
@@ -99,36 +100,21 @@ def summary_rows(records: Sequence[Record], judgements: Sequence[Judgement]) -> 
     seen: set[Key] = set()
     for record in records:
         key = (record.test, record.name)
+        if key in seen:
+            continue
         if key in judged:
-            if key in seen:
-                continue
             seen.add(key)
-            rows.extend(
-                SummaryRow(
-                    outcome=v.outcome,
-                    test=record.test,
-                    name=record.name,
-                    kind=record.kind,
-                    metric=v.metric,
-                    value=verdict_value(v),
-                    change=verdict_change(v),
-                    message=v.message,
-                )
-                for v in judged[key]
-            )
-        else:
+        row = partial(SummaryRow, test=record.test, name=record.name, kind=record.kind)
+        rows.extend(
+            row(v.outcome, metric=v.metric, value=verdict_value(v), change=verdict_change(v),
+                message=v.message)
+            for v in judged.get(key, ())
+        )  # fmt: skip
+        if key not in judged:
             rows.append(
-                SummaryRow(
-                    outcome=Outcome.RECORDED,
-                    test=record.test,
-                    name=record.name,
-                    kind=record.kind,
-                    metric="-",
-                    value=record_value(record),
-                    change="",
-                    message=f"via {record.api}",
-                )
-            )
+                row(Outcome.RECORDED, metric="-", value=record_value(record), change="",
+                    message=f"via {record.api}")
+            )  # fmt: skip
     return sorted(rows, key=lambda r: r.outcome.rank)  # stable: measured order within
 
 
