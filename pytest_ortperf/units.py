@@ -43,6 +43,11 @@ def format_ratio(ratio: float | None) -> str:
     return f"{ratio:.3f}" if 0.01 <= abs(ratio) < 1000 else f"{ratio:.4g}"
 
 
+def format_bytes(n: float) -> str:
+    """A memory size in MiB with one decimal: ``12.3 MiB``."""
+    return f"{n / 2**20:.1f} MiB"
+
+
 def format_change(change: float | None) -> str:
     """A relative change as a signed percentage, ``+5.3%``; empty when missing or NaN."""
     if change is None or math.isnan(change):

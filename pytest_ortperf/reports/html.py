@@ -29,7 +29,7 @@ from pytest_ortperf.results import Comparison, Judgement, LatencyResult, Record
 
 if TYPE_CHECKING:
     from pytest_ortperf.store import HistoryKey, HistoryPoint
-from pytest_ortperf.units import format_change, format_seconds
+from pytest_ortperf.units import format_change, format_ratio, format_seconds
 
 SWEEP_PREFIX = "api:"
 """Records named ``api:<api>`` come from ``ortperf.api_sweep``."""
@@ -218,11 +218,11 @@ def _comparisons(data: ReportInput, draw: bool) -> str:
         rows.append(
             [
                 f"{c.test}::{c.name}",
-                (f"{c.ratio:.3f}", c.ratio),
-                f"[{c.low:.3f}, {c.high:.3f}]",
+                (format_ratio(c.ratio), c.ratio),
+                f"[{format_ratio(c.low)}, {format_ratio(c.high)}]",
                 (format_seconds(c.reference.median), c.reference.median),
                 (format_seconds(c.candidate.median), c.candidate.median),
-                ("-" if baseline is None else f"{baseline:.3f}", baseline or 0.0),
+                (format_ratio(baseline), baseline or 0.0),
                 (change, 0.0 if baseline is None or ratio_v is None else ratio_v.change),
                 "-" if ratio_v is None else str(ratio_v.outcome),
                 "-" if structure is None else str(structure.outcome),
@@ -421,9 +421,7 @@ def _history(data: ReportInput, draw: bool) -> str:
     for (test, name, kind, api), points in keyed.items():
         values = [p.value for p in points]
         change = _moved(points)
-        fmt: Callable[[float], str] = (
-            (lambda x: f"{x:.3f}") if kind == "compare" else format_seconds
-        )
+        fmt: Callable[[float], str] = format_ratio if kind == "compare" else format_seconds
         rows.append(
             [
                 f"{test}::{name}",

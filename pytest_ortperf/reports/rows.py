@@ -20,7 +20,13 @@ from pytest_ortperf.results import (
     Record,
     Verdict,
 )
-from pytest_ortperf.units import format_change, format_interval, format_ratio, format_seconds
+from pytest_ortperf.units import (
+    format_bytes,
+    format_change,
+    format_interval,
+    format_ratio,
+    format_seconds,
+)
 
 Key = tuple[str, str]
 """(test, name) of a measurement."""
@@ -84,7 +90,7 @@ def record_value(record: Record) -> str:
         return f"{format_ratio(record.ratio)} [{low}, {high}]"
     if isinstance(record, LatencyResult):
         return f"{format_seconds(record.median)} (IQR {format_seconds(record.iqr)})"
-    return f"{record.max_peak_bytes / 2**20:.1f} MiB peak"
+    return f"{format_bytes(record.max_peak_bytes)} peak"
 
 
 def verdicts_by_key(judgements: Sequence[Judgement]) -> dict[Key, tuple[Verdict, ...]]:

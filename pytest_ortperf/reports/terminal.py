@@ -16,7 +16,7 @@ from pytest_ortperf.results import (
     Outcome,
     Record,
 )
-from pytest_ortperf.units import format_seconds
+from pytest_ortperf.units import format_bytes, format_ratio, format_seconds
 
 WIDTH = 100
 
@@ -75,8 +75,8 @@ def summary_lines(records: Sequence[Record], judgements: Sequence[Judgement] = (
         rows = [
             (
                 f"{c.test}::{c.name}",
-                f"{c.ratio:.3f}",
-                f"[{c.low:.3f}, {c.high:.3f}]",
+                format_ratio(c.ratio),
+                f"[{format_ratio(c.low)}, {format_ratio(c.high)}]",
                 format_seconds(c.reference.median),
                 format_seconds(c.candidate.median),
             )
@@ -91,7 +91,7 @@ def summary_lines(records: Sequence[Record], judgements: Sequence[Judgement] = (
         if lines:
             lines.append("")
         memory_rows = [
-            (f"{m.test}::{m.name}", m.api, f"{m.max_peak_bytes / 2**20:.1f} MiB", m.method)
+            (f"{m.test}::{m.name}", m.api, format_bytes(m.max_peak_bytes), m.method)
             for m in memories
         ]
         lines += format_table(("memory", "api", "peak RSS", "method"), memory_rows)
