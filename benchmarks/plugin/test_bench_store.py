@@ -1,7 +1,9 @@
 """Speed of the results store: saving a large run and reading a long history.
 
 Targets: storing 1,000 measurements of 200 samples each, and reading 10,000 measurements
-back as a DataFrame, take under a second each.
+back as a DataFrame, take under a second each. The times are printed against the target and
+recorded with ``record_property``, never asserted: a loaded machine cannot fail these tests,
+which check only that what was stored is what is read back.
 """
 
 from __future__ import annotations
@@ -68,12 +70,14 @@ def test_save_1000_measurements(
     first = time.perf_counter() - start
     later = iter(runs[1:])
     best = _best_of(3, lambda: _save(path, next(later), time.time()))
-    print(f"\nsave_run, 1,000 measurements x 200 samples: first {first:.3f} s, best {best:.3f} s")
+    print(
+        f"\nsave_run, 1,000 measurements x 200 samples: first {first:.3f} s, best {best:.3f} s "
+        f"(target < {TARGET_S:g} s each)"
+    )
     record_property("store_save_first_s", round(first, 4))
     record_property("store_save_best_s", round(best, 4))
     assert len(store.list_runs(path)) == 4
-    assert first < TARGET_S
-    assert best < TARGET_S
+    assert len(store.read_results(path)) == 4 * 1000
 
 
 @pytest.fixture(scope="module")
@@ -89,9 +93,16 @@ def test_read_10000_measurements(
 ) -> None:
     frames = []
     best = _best_of(3, lambda: frames.append(store.read_results(history)))
-    filtered = _best_of(3, lambda: store.read_results(history, test="test_model[7]"))
-    print(f"\nread_results, 10,000 measurements: best {best:.3f} s; filtered {filtered:.3f} s")
+    filtered_frames = []
+    filtered = _best_of(
+        3, lambda: filtered_frames.append(store.read_results(history, test="test_model[7]"))
+    )
+    print(
+        f"\nread_results, 10,000 measurements: best {best:.3f} s; filtered {filtered:.3f} s "
+        f"(target < {TARGET_S:g} s)"
+    )
     record_property("store_read_10000_s", round(best, 4))
     record_property("store_read_filtered_s", round(filtered, 4))
-    assert len(frames[-1]) == 10_000
-    assert best < TARGET_S
+    assert all(len(frame) == 10_000 for frame in frames)
+    # Each of the 10 runs holds test_model[7] once.
+    assert all(len(frame) == 10 for frame in filtered_frames)

@@ -8,9 +8,12 @@ with ``read_profile`` and with a reference that does what onnx-array-api's
 event, row-wise ``apply`` to split names and args and number the runs, then ``groupby``.
 When onnx-array-api is installed, its real post-processing is timed on the same file too.
 
-Run with ``pytest --ortperf benchmarks``: the figures are printed and recorded with
-``record_property``. Without ``--ortperf`` (a smoke run) the profile has 20 runs, the two
-parsers are checked to agree and nothing is timed.
+Run with ``pytest --ortperf -s benchmarks/plugin/test_bench_profile_parse.py``: the figures
+are printed against their targets (``read_profile`` at least 10x faster than the row-wise
+reference, 5x than onnx-array-api) and recorded with ``record_property``; they are never
+asserted, so a loaded machine cannot fail the test. What is asserted is that the parsers
+agree. Without ``--ortperf`` (a smoke run) the profile has 20 runs, the two parsers are
+checked to agree and nothing is timed.
 """
 
 from __future__ import annotations
@@ -33,10 +36,10 @@ from pytest_ortperf.profiling.parse import read_profile
 
 RUNS = 400
 BLOCKS = 110  # Conv + Relu per block: ~225 nodes per run
-MIN_SPEEDUP = 10.0  # against the row-wise pandas reference
+TARGET_SPEEDUP = 10.0  # against the row-wise pandas reference
 # onnx-array-api's ort_profile does part of its work with plain loops, not apply: a lower
-# bar, still far from noise (measured ~8-12x on a shared 2-core VM).
-MIN_SPEEDUP_OAA = 5.0
+# target (measured ~8-12x on a shared 2-core VM).
+TARGET_SPEEDUP_OAA = 5.0
 
 
 def small_cnn(blocks: int = BLOCKS, channels: int = 4, size: int = 8) -> onnx.ModelProto:
@@ -192,8 +195,7 @@ def test_read_profile_vs_rowwise_pandas(
     }
     for key, value in figures.items():
         record_property(key, value)
-    print(f"\nprofile parse: {figures}")
-    assert ratio >= MIN_SPEEDUP, figures
+    print(f"\nprofile parse: {figures} (target: speedup >= {TARGET_SPEEDUP:g})")
 
 
 def test_read_profile_vs_onnx_array_api(
@@ -237,5 +239,6 @@ def test_read_profile_vs_onnx_array_api(
     }
     for key, value in figures.items():
         record_property(key, value)
-    print(f"\nprofile parse vs onnx-array-api: {figures}")
-    assert ratio >= MIN_SPEEDUP_OAA, figures
+    print(
+        f"\nprofile parse vs onnx-array-api: {figures} (target: speedup >= {TARGET_SPEEDUP_OAA:g})"
+    )
