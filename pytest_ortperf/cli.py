@@ -18,7 +18,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_ortperf.reports.terminal import format_table
-from pytest_ortperf.units import format_change, format_seconds, parse_fraction
+from pytest_ortperf.results import Outcome, Verdict
+from pytest_ortperf.units import (
+    format_change,
+    format_interval,
+    format_ratio,
+    format_seconds,
+    parse_fraction,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -68,9 +75,15 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     return "\n".join(format_table(headers, rows))
 
 
+def _missing(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
 def _metric(row: Any) -> float:
-    """The value a change is judged on: the ratio of a comparison, else the median."""
-    return float(row["ratio"] if row["kind"] == "compare" else row["median"])
+    """The figure a change is computed on: the ratio of a comparison, else the median
+    (NaN when missing, e.g. for memory records)."""
+    value = row.get("ratio") if row["kind"] == "compare" else row.get("median")
+    return math.nan if _missing(value) else float(value)
 
 
 # --------------------------------------------------------------------------------------------
@@ -155,20 +168,94 @@ def cmd_runs(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _verdict(a: Any, b: Any, threshold: float) -> tuple[str, float]:
-    change = _metric(b) / _metric(a) - 1.0 if _metric(a) else math.nan
-    if b["kind"] != "compare" and a["fingerprint"] != b["fingerprint"]:
-        return "not gated: other machine", change
-    if change > threshold:
-        return "REGRESSED", change
-    if change < -threshold:
-        return "improved", change
-    return "ok", change
+COUNTED = [Outcome.REGRESSED, Outcome.INCONCLUSIVE, Outcome.IMPROVED, Outcome.OK]
+"""The outcomes ``compare`` can give, in the order the tally lists them."""
+NOT_GATED = "not gated"
+ONLY_ONE = "in one run only"
+
+MACHINE_KEYS = frozenset({"cpu_model", "logical_cores"})
+"""Fingerprint keys (:data:`~pytest_ortperf.gating.rules.FINGERPRINT_KEYS`) of the hardware."""
+
+
+def _fingerprint(side: dict[str, Any]) -> dict[str, Any]:
+    """What the gate's :func:`~pytest_ortperf.gating.rules.fingerprint_matches` compares,
+    from one run's columns (``cores`` is the store's name of ``logical_cores``)."""
+    from pytest_ortperf.gating.rules import fingerprint_of
+
+    environment = {
+        "cpu_model": side.get("cpu_model"),
+        "logical_cores": None if _missing(side.get("cores")) else int(side["cores"]),
+        "ort_version": side.get("ort_version"),
+    }
+    session = side.get("session")
+    return fingerprint_of(environment, session if isinstance(session, dict) else {})
+
+
+def _block_ratios(side: dict[str, Any]) -> list[float]:
+    """The candidate/reference block ratios of a stored comparison: from ``extra``, else
+    recomputed from its samples."""
+    from pytest_ortperf.stats import ratio_of_blocks
+
+    extra = side.get("extra")
+    if isinstance(extra, dict) and extra.get("block_ratios"):
+        return [float(x) for x in extra["block_ratios"]]
+    return ratio_of_blocks(side.get("ref_samples") or (), side.get("samples") or ())
+
+
+def _verdict(a: dict[str, Any], b: dict[str, Any], threshold: float, alpha: float) -> Verdict | str:
+    """The gate's verdict of run B's measurement against run A's, or why there is none.
+
+    Comparisons: B's block ratios against A's ratio (signed-rank test); latencies: B's
+    samples against A's (rank-sum test), only when the gate's fingerprint matches.
+    """
+    from pytest_ortperf.gating.rules import fingerprint_matches, judge_latency, judge_ratio
+
+    try:
+        if b["kind"] == "compare":
+            if _missing(a.get("ratio")):
+                return f"no ratio in run {a['run_id']}"
+            ratios = _block_ratios(b)
+            if not ratios:
+                return f"no samples in run {b['run_id']}"
+            return judge_ratio(ratios, float(a["ratio"]), threshold=threshold, alpha=alpha)
+        if b["kind"] == "latency":
+            ok, bad = fingerprint_matches(_fingerprint(a), _fingerprint(b))
+            if a.get("fingerprint") != b.get("fingerprint") or MACHINE_KEYS & set(bad):
+                return "other machine"
+            if not ok:
+                return f"{', '.join(bad)} differ" + ("s" if len(bad) == 1 else "")
+            samples_a, samples_b = a.get("samples") or (), b.get("samples") or ()
+            if not samples_a or not samples_b:
+                return "no samples"
+            return judge_latency(samples_b, samples_a, threshold=threshold, alpha=alpha)
+    except ValueError as exc:  # samples that are not positive numbers
+        return f"unusable samples ({exc})"
+    return str(b["kind"])  # memory: reported, never judged
 
 
 def _side(row: dict[str, Any], suffix: str) -> dict[str, Any]:
     side = {k[: -len(suffix)]: v for k, v in row.items() if k.endswith(suffix)}
     return side | {"kind": row["kind"]}
+
+
+def _value(side: dict[str, Any]) -> str:
+    """The figure compared: the ratio of a comparison, the median latency otherwise."""
+    value = _metric(side)
+    return format_ratio(value) if side["kind"] == "compare" else format_seconds(value)
+
+
+def _change_cells(verdict: Verdict | str, a: dict[str, Any], b: dict[str, Any]) -> list[str]:
+    """``change [interval]``, ``p`` and ``verdict`` cells of a compared pair."""
+    if isinstance(verdict, Verdict):
+        cell = format_change(verdict.change)
+        if math.isfinite(verdict.low) and math.isfinite(verdict.high):
+            cell += " " + format_interval(verdict.low, verdict.high)
+        p = "-" if verdict.p_value is None else f"{verdict.p_value:.2g}"
+        return [cell, p, verdict.outcome.value]
+    value_a, value_b = _metric(a), _metric(b)
+    finite = math.isfinite(value_a) and math.isfinite(value_b) and value_a != 0
+    change = value_b / value_a - 1.0 if finite else None
+    return [format_change(change), "-", f"not gated: {verdict}"]
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
@@ -177,43 +264,45 @@ def cmd_compare(args: argparse.Namespace) -> int:
     store = _store(args)
     run_a = resolve_run_id(store, args.run_a)
     run_b = resolve_run_id(store, args.run_b)
-    a = read_results(store, run=run_a).drop_duplicates(KEY, keep="last")
-    b = read_results(store, run=run_b).drop_duplicates(KEY, keep="last")
+    a = read_results(store, run=run_a, samples=True).drop_duplicates(KEY, keep="last")
+    b = read_results(store, run=run_b, samples=True).drop_duplicates(KEY, keep="last")
     merged = a.merge(b, on=KEY, how="outer", suffixes=("_a", "_b"), indicator=True)
-    headers = ["test", "name", "kind", f"median {run_a}", f"median {run_b}"]
-    headers += [f"ratio {run_a}", f"ratio {run_b}", "change", "verdict"]
-    rows, counts = [], {"REGRESSED": 0, "improved": 0, "ok": 0}
+    headers = ["measurement", "kind", f"run {run_a}", f"run {run_b}", "change [interval]"]
+    headers += ["p", "verdict"]
+    rows = []
+    counts = dict.fromkeys([*(o.value for o in COUNTED), NOT_GATED, ONLY_ONE], 0)
     for record in merged.to_dict("records"):
         row = {str(k): v for k, v in record.items()}
-        side_a = _side(row, "_a")
-        side_b = _side(row, "_b")
-        if row["_merge"] == "left_only":
-            verdict, change = f"only in run {run_a}", math.nan
-        elif row["_merge"] == "right_only":
-            verdict, change = f"only in run {run_b}", math.nan
+        side_a, side_b = _side(row, "_a"), _side(row, "_b")
+        if row["_merge"] != "both":
+            only = run_a if row["_merge"] == "left_only" else run_b
+            cells = ["", "-", f"only in run {only}"]
+            counts[ONLY_ONE] += 1
         else:
-            verdict, change = _verdict(side_a, side_b, args.threshold)
-            counts[verdict] = counts.get(verdict, 0) + 1
+            verdict = _verdict(side_a, side_b, args.threshold, args.alpha)
+            cells = _change_cells(verdict, side_a, side_b)
+            counts[verdict.outcome.value if isinstance(verdict, Verdict) else NOT_GATED] += 1
         rows.append(
             [
-                str(row["test"]),
-                str(row["name"]),
+                f"{row['test']}::{row['name']}",
                 str(row["kind"]),
-                format_seconds(side_a["median"]),
-                format_seconds(side_b["median"]),
-                _fmt_ratio(side_a),
-                _fmt_ratio(side_b),
-                format_change(change),
-                verdict,
+                _value(side_a) if row["_merge"] != "right_only" else "-",
+                _value(side_b) if row["_merge"] != "left_only" else "-",
+                *cells,
             ]
         )
-    print(table(headers, rows))
+    if rows:
+        print(table(headers, rows))
+    else:
+        print(f"runs {run_a} and {run_b} hold no measurements")
+    tally = ", ".join(f"{n} {outcome}" for outcome, n in counts.items() if n)
     print(
-        f"\nrun {run_b} vs run {run_a}: {counts['REGRESSED']} regressed, "
-        f"{counts['improved']} improved, {counts['ok']} within {args.threshold:.1%} "
-        "(ratios for comparisons, medians for latencies on the same machine)"
+        f"\nrun {run_b} vs run {run_a}: {tally or 'nothing in common'}\n"
+        f"threshold {args.threshold * 100:g}%, alpha {args.alpha:g}, intervals at "
+        f"{(1 - 2 * args.alpha) * 100:g}%: block ratios of run {run_b} against the ratio of\n"
+        f"run {run_a} (comparisons), samples of both runs (latencies: same machine and settings)"
     )
-    return EXIT_REGRESSED if counts["REGRESSED"] else EXIT_OK
+    return EXIT_REGRESSED if counts[Outcome.REGRESSED.value] else EXIT_OK
 
 
 def _flatten(frame: pd.DataFrame) -> pd.DataFrame:
@@ -299,12 +388,25 @@ def _positive_int(text: str) -> int:
 
 
 def _fraction(text: str) -> float:
+    """``--threshold``: a fraction ``0.05`` or ``5%`` (``units.parse_fraction``), below 10.
+    Argparse prefixes the option: ``argument --threshold: must be ...``."""
     try:
         value = parse_fraction(text)
     except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"threshold {exc}") from None
+        raise argparse.ArgumentTypeError(str(exc)) from None
     if value >= 10.0:
-        raise argparse.ArgumentTypeError(f"threshold must be a fraction like 0.05, got {text}")
+        raise argparse.ArgumentTypeError(f"must be a fraction below 10 such as 0.05, got {text!r}")
+    return value
+
+
+def _alpha(text: str) -> float:
+    """``--alpha``: a one-sided significance level in (0, 0.5), ``0.01`` or ``1%``."""
+    try:
+        value = parse_fraction(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if not 0 < value < 0.5:
+        raise argparse.ArgumentTypeError(f"must be above 0 and below 0.5, got {text!r}")
     return value
 
 
@@ -344,11 +446,15 @@ def _add_compare(sub: Subparsers, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser(
         "compare",
         parents=[common],
-        help="compare two runs; exit 1 if anything regressed",
-        description="Compare run B with run A, measurement by measurement. Comparisons are "
-        "judged on their candidate/reference ratio, latencies on their median (only when "
-        "both runs are on the same machine). Exit status 1 when something got slower than "
-        "the threshold, 0 otherwise.",
+        help="compare two runs with the gate's rules; exit 1 if anything regressed",
+        description="Judge run B against run A, measurement by measurement, with the "
+        "rules of the pytest gate on the stored samples. Comparisons: run B's "
+        "candidate/reference block ratios against run A's ratio (Wilcoxon signed-rank "
+        "test); latencies: run B's samples against run A's (Mann-Whitney test), only when "
+        "machine, ORT version and session settings match. Regressed: the estimated change "
+        "exceeds the threshold and is significant at alpha; inconclusive: beyond the "
+        "threshold but not significant, or too noisy to tell. Exit status 1 when something "
+        "regressed, 0 otherwise (inconclusive included), 2 on usage or store errors.",
     )
     p.add_argument("run_a", metavar="RUN_A", help="baseline run: an id, 'latest' or 'latest~N'")
     p.add_argument("run_b", metavar="RUN_B", help="run to judge: an id, 'latest' or 'latest~N'")
@@ -357,6 +463,13 @@ def _add_compare(sub: Subparsers, common: argparse.ArgumentParser) -> None:
         type=_fraction,
         default=0.05,
         help="relative slowdown that counts as a regression, e.g. 0.05 or 5%% (default 0.05)",
+    )
+    p.add_argument(
+        "--alpha",
+        type=_alpha,
+        default=0.01,
+        help="one-sided significance level of the rank tests, as ini ortperf_alpha "
+        "(default 0.01); intervals are at confidence 1 - 2 * alpha",
     )
     p.set_defaults(func=cmd_compare)
 

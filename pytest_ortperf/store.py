@@ -29,7 +29,13 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.pool import NullPool
 
-from pytest_ortperf.results import Comparison, LatencyResult, OutputDiff, Record, SessionInfo
+from pytest_ortperf.results import (
+    Comparison,
+    LatencyResult,
+    MemoryResult,
+    Record,
+    record_from_dict,
+)
 from pytest_ortperf.stats import Summary
 
 if TYPE_CHECKING:
@@ -306,20 +312,22 @@ def decode_samples(blob: bytes | None) -> tuple[float, ...]:
     return tuple(np.frombuffer(zlib.decompress(blob), dtype="<f8").tolist())
 
 
-def _summary_columns(result: LatencyResult) -> dict[str, Any]:
-    return result.summary.to_dict()
+_HEAD_COLUMNS = ("kind", "test", "name", "api", "measured")
+"""Keys of every record's ``to_dict`` form that have their own column."""
+
+_ARM_COLUMNS = ("kind", "samples", "summary")
+"""Keys of a latency result's ``to_dict`` that a comparison's arm does not keep in
+``extra``: the kind is implied, the samples have their own columns and the summary is
+derived from them."""
 
 
 def _arm(result: LatencyResult) -> dict[str, Any]:
-    """What a latency result is besides its samples and summary."""
-    return {
-        "test": result.test,
-        "name": result.name,
-        "api": result.api,
-        "calls_per_block": result.calls_per_block,
-        "measured": result.measured,
-        "session": None if result.session is None else result.session.to_dict(),
-    }
+    """What a comparison's arm is besides its samples (its ``to_dict`` form without them)."""
+    return {k: v for k, v in result.to_dict().items() if k not in _ARM_COLUMNS}
+
+
+def _session(result: LatencyResult) -> dict[str, Any] | None:
+    return None if result.session is None else result.session.to_dict()
 
 
 def _measurement_row(run_id: int, record: Record) -> dict[str, Any]:
@@ -341,19 +349,19 @@ def _measurement_row(run_id: int, record: Record) -> dict[str, Any]:
         **dict.fromkeys(Summary.__dataclass_fields__),
     }
     if isinstance(record, LatencyResult):
-        row.update(_summary_columns(record))
+        row.update(record.summary.to_dict())
         row.update(
             calls_per_block=record.calls_per_block,
-            session=_arm(record)["session"],
+            session=_session(record),
             samples=encode_samples(record.samples),
             extra={},
         )
     elif isinstance(record, Comparison):
         cand, ref = record.candidate, record.reference
-        row.update(_summary_columns(cand))
+        row.update(cand.summary.to_dict())
         row.update(
             calls_per_block=cand.calls_per_block,
-            session=_arm(cand)["session"],
+            session=_session(cand),
             ratio=record.ratio,
             low=record.low,
             high=record.high,
@@ -368,10 +376,8 @@ def _measurement_row(run_id: int, record: Record) -> dict[str, Any]:
                 "output_diffs": [d.to_dict() for d in record.output_diffs],
             },
         )
-    else:  # a future record kind: keep what it says about itself
-        data = dict(record.to_dict())
-        for key in ("kind", "test", "name", "api", "measured"):
-            data.pop(key, None)
+    else:  # memory (and any later kind): its to_dict form, less the columns above, in extra
+        data = {k: v for k, v in record.to_dict().items() if k not in _HEAD_COLUMNS}
         row.update(extra=data, session=None, samples=None, calls_per_block=None)
     return row
 
@@ -773,50 +779,46 @@ def read_profiles(store: StorePath | None = None, *, run_id: int | None = None) 
     return _frame(rows, keys)
 
 
-def _latency_from(arm: Mapping[str, Any], samples: tuple[float, ...]) -> LatencyResult:
-    session = arm.get("session")
-    return LatencyResult(
-        test=str(arm["test"]),
-        name=str(arm["name"]),
-        api=str(arm["api"]),
-        samples=samples,
-        calls_per_block=int(arm["calls_per_block"]),
-        measured=bool(arm["measured"]),
-        session=None if session is None else SessionInfo.from_dict(session),
-    )
+_STORED_KINDS = frozenset({LatencyResult.kind, Comparison.kind, MemoryResult.kind})
+
+
+def _number(value: Any) -> float:
+    return math.nan if value is None else float(value)  # SQLite stores NaN as NULL
+
+
+def _record_dict(row: sa.RowMapping) -> dict[str, Any]:
+    """The ``to_dict`` form of the record a ``measurements`` row holds (what ``from_dict``
+    reads: summaries are derived from the samples and left out)."""
+    extra = row["extra"] or {}
+    head = {key: row[key] for key in _HEAD_COLUMNS}
+    if row["kind"] == LatencyResult.kind:
+        return {
+            **head,
+            "samples": decode_samples(row["samples"]),
+            "calls_per_block": row["calls_per_block"],
+            "session": row["session"],
+        }
+    if row["kind"] == Comparison.kind:
+        return {
+            **head,
+            "reference": {**extra["reference"], "samples": decode_samples(row["ref_samples"])},
+            "candidate": {**extra["candidate"], "samples": decode_samples(row["samples"])},
+            "block_ratios": extra["block_ratios"],
+            **{key: _number(row[key]) for key in ("ratio", "low", "high", "confidence")},
+            "output_diffs": extra["output_diffs"],
+        }
+    return {**extra, **head}
 
 
 def load_records(store: StorePath | None, run_id: int) -> list[Record]:
-    """The latency and comparison records of one run, rebuilt as ``results`` objects."""
+    """The records of one run (latency, compare and memory), rebuilt by their ``from_dict``.
+    Rows of kinds this version does not know are skipped."""
     query = (
         sa.select(measurements).where(measurements.c.run_id == run_id).order_by(measurements.c.id)
     )
     with _transaction(_default(store), write=False) as conn:
         rows = conn.execute(query).mappings().all()
-    out: list[Record] = []
-    for row in rows:
-        if row["kind"] == LatencyResult.kind:
-            arm = {**row, "session": row["session"]}
-            out.append(_latency_from(arm, decode_samples(row["samples"])))
-        elif row["kind"] == Comparison.kind:
-            extra = row["extra"]
-            out.append(
-                Comparison(
-                    test=row["test"],
-                    name=row["name"],
-                    api=row["api"],
-                    reference=_latency_from(extra["reference"], decode_samples(row["ref_samples"])),
-                    candidate=_latency_from(extra["candidate"], decode_samples(row["samples"])),
-                    block_ratios=tuple(float(x) for x in extra["block_ratios"]),
-                    ratio=float(row["ratio"]),
-                    low=float(row["low"]),
-                    high=float(row["high"]),
-                    confidence=float(row["confidence"]),
-                    measured=bool(row["measured"]),
-                    output_diffs=tuple(OutputDiff.from_dict(d) for d in extra["output_diffs"]),
-                )
-            )
-    return out
+    return [record_from_dict(_record_dict(row)) for row in rows if row["kind"] in _STORED_KINDS]
 
 
 # --------------------------------------------------------------------------------------------

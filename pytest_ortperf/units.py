@@ -19,9 +19,11 @@ def format_seconds(seconds: float | None) -> str:
     ``1.00 ms``; ``-`` for None or NaN."""
     if seconds is None or math.isnan(seconds):
         return "-"
+    # Round first: 0.9996 ms reads "1.00 ms" in the next unit up, not "1.00e+03 us".
+    rounded = float(f"{seconds:.3g}")
     for unit, scale in SECOND_UNITS:
-        if abs(seconds) >= scale or unit == "ns":
-            return f"{seconds / scale:#.3g}".rstrip(".") + f" {unit}"
+        if abs(rounded) >= scale or unit == "ns":
+            return f"{rounded / scale:#.3g}".rstrip(".") + f" {unit}"
     raise AssertionError("unreachable")
 
 
@@ -52,7 +54,8 @@ def format_change(change: float | None) -> str:
     """A relative change as a signed percentage, ``+5.3%``; empty when missing or NaN."""
     if change is None or math.isnan(change):
         return ""
-    return f"{change * 100:+.1f}%"
+    percent = round(change * 100, 1) + 0.0  # + 0.0: no "-0.0%"
+    return f"{percent:+.1f}%"
 
 
 def format_interval(low: float, high: float) -> str:
@@ -74,4 +77,4 @@ def parse_fraction(text: object) -> float:
         raise ValueError(f"must be a fraction such as 0.05 or 5%, got {text!r}") from None
     if not math.isfinite(value) or value < 0:
         raise ValueError(f"must be a non-negative fraction such as 0.05 or 5%, got {text!r}")
-    return value
+    return value + 0.0  # -0 reads as 0

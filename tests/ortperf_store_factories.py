@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from pytest_ortperf import store
-from pytest_ortperf.results import Comparison, LatencyResult, OutputDiff, Record, SessionInfo
+from pytest_ortperf.results import (
+    Comparison,
+    LatencyResult,
+    MemoryResult,
+    OutputDiff,
+    Record,
+    SessionInfo,
+)
+from pytest_ortperf.stats import paired_ratio, ratio_of_blocks
 
 SESSION = SessionInfo(
     model="model.onnx",
@@ -35,9 +44,32 @@ OTHER_ENV = {**ENV, "cpu_model": "Other CPU", "logical_cores": 64}
 GIT = {"commit": "0123456789abcdef0123456789abcdef01234567", "branch": "main", "dirty": False}
 
 
-def latency(test: str, name: str = "latency", median: float = 1e-3, n: int = 20) -> LatencyResult:
-    samples = tuple(median * (1.0 + 0.01 * ((i % 5) - 2)) for i in range(n))
-    return LatencyResult(test, name, "run", samples, 10, True, SESSION)
+SPREAD = (-0.35, 0.35, -0.25, 0.25, -0.15, 0.15, -0.07, 0.07, -0.02, 0.02)
+"""Log-offsets symmetric about 0 (median and Hodges-Lehmann estimate both 0): times
+``exp(offset)`` of a noisy measurement, from -30% to +42%."""
+
+
+def tight(median: float, n: int) -> tuple[float, ...]:
+    """``n`` samples within +-2% of ``median`` (its median exactly)."""
+    return tuple(median * (1.0 + 0.01 * ((i % 5) - 2)) for i in range(n))
+
+
+def noisy(median: float, n: int) -> tuple[float, ...]:
+    """``n`` samples spread -30%..+42% around ``median``, symmetric on log scale (median
+    and Hodges-Lehmann estimate exactly ``median``) when ``n`` is a multiple of 10."""
+    return tuple(median * math.exp(SPREAD[i % len(SPREAD)]) for i in range(n))
+
+
+def latency(
+    test: str,
+    name: str = "latency",
+    median: float = 1e-3,
+    n: int = 20,
+    *,
+    samples: Sequence[float] | None = None,
+) -> LatencyResult:
+    values = tight(median, n) if samples is None else tuple(samples)
+    return LatencyResult(test, name, "run", values, 10, True, SESSION)
 
 
 def comparison(test: str, name: str = "fused", ratio: float = 0.8) -> Comparison:
@@ -57,6 +89,43 @@ def comparison(test: str, name: str = "fused", ratio: float = 0.8) -> Comparison
         confidence=0.95,
         measured=True,
         output_diffs=(OutputDiff("y", 1e-7, 1e-6),),
+    )
+
+
+def measured_comparison(
+    test: str, block_ratios: Sequence[float], name: str = "fused"
+) -> Comparison:
+    """A comparison whose candidate took ``block_ratios`` times the reference block by
+    block, summarized as the recorder does (median of the ratios, 95% interval)."""
+    ref = latency(test, f"{name}:reference", samples=tight(1e-3, len(block_ratios)))
+    cand_samples = tuple(r * x for r, x in zip(ref.samples, block_ratios, strict=True))
+    cand = latency(test, f"{name}:candidate", samples=cand_samples)
+    blocks = ratio_of_blocks(ref.samples, cand.samples)
+    estimate = paired_ratio(blocks, 0.95)
+    return Comparison(
+        test=test,
+        name=name,
+        api="run",
+        reference=ref,
+        candidate=cand,
+        block_ratios=tuple(blocks),
+        ratio=estimate.ratio,
+        low=estimate.low,
+        high=estimate.high,
+        confidence=estimate.confidence,
+        measured=True,
+    )
+
+
+def memory(test: str, name: str = "memory") -> MemoryResult:
+    return MemoryResult(
+        peak_bytes=(300 << 20, 310 << 20, 310 << 20),
+        baseline_bytes=250 << 20,
+        method="vmhwm",
+        arena={"in_use_peak_max": 12 << 20},
+        test=test,
+        name=name,
+        api="run",
     )
 
 

@@ -8,10 +8,22 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from ortperf_store_factories import OTHER_ENV, comparison, latency, save
+import sqlalchemy as sa
+from ortperf_store_factories import (
+    ENV,
+    OTHER_ENV,
+    comparison,
+    latency,
+    measured_comparison,
+    memory,
+    noisy,
+    save,
+    tight,
+)
 
+from pytest_ortperf import store
 from pytest_ortperf.cli import main
-from pytest_ortperf.reports.terminal import format_seconds as fmt_seconds
+from pytest_ortperf.results import Record
 
 T0 = 1_700_000_000.0
 
@@ -35,15 +47,6 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     return code, out, err
 
 
-def test_fmt_seconds() -> None:
-    assert fmt_seconds(1.5) == "1.50 s"
-    assert fmt_seconds(0.0) == "0.00 ns"
-    assert fmt_seconds(0.00125) == "1.25 ms"
-    assert fmt_seconds(4.53e-5) == "45.3 us"
-    assert fmt_seconds(8.12e-7) == "812 ns"
-    assert fmt_seconds(float("nan")) == "-"
-
-
 def test_help_and_usage(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "--help")
     assert code == 0
@@ -57,6 +60,7 @@ def test_help_and_usage(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "compare", "--help")
     assert code == 0
     assert "--threshold" in out
+    assert "--alpha" in out
     assert "--store" in out
 
 
@@ -94,15 +98,19 @@ def test_history_store_from_environment(
     assert "test_cmp" in out
 
 
+def line_of(out: str, text: str) -> str:
+    return next(line for line in out.splitlines() if text in line)
+
+
 def test_compare_regression(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run(capsys, "compare", "1", "2", "--store", str(db))
     assert code == 1, err
-    cmp_line = next(line for line in out.splitlines() if "test_cmp" in line)
-    assert "+20.0%" in cmp_line
-    assert "REGRESSED" in cmp_line
-    lat_line = next(line for line in out.splitlines() if "test_lat" in line)
-    assert "ok" in lat_line
-    assert "1 regressed" in out
+    cmp_line = line_of(out, "test_cmp")
+    assert "+20.0% [+20.0%, +20.0%]" in cmp_line  # every block ratio moved by exactly +20%
+    assert cmp_line.endswith("regressed")
+    assert line_of(out, "test_lat").endswith("ok")  # A/A: the very same samples
+    assert "run 2 vs run 1: 1 regressed, 1 ok" in out
+    assert max(len(line) for line in out.splitlines()) <= 100
 
 
 def test_compare_within_threshold(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -114,7 +122,94 @@ def test_compare_within_threshold(db: Path, capsys: pytest.CaptureFixture[str]) 
     assert code == 0
     code, out, _ = run(capsys, "compare", "2", "1", "--store", str(db))  # B faster than A
     assert code == 0
-    assert "improved" in out
+    assert line_of(out, "test_cmp").endswith("improved")
+
+
+def test_compare_clear_regression_with_tight_samples(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "r.sqlite"
+    save(path, [measured_comparison("t::c", tight(1.0, 20)), latency("t::l", median=1e-3)])
+    save(
+        path,
+        [measured_comparison("t::c", tight(1.2, 20)), latency("t::l", median=1.2e-3)],
+        started=T0 + 1,
+    )
+    code, out, err = run(capsys, "compare", "1", "2", "--store", str(path))
+    assert code == 1, err
+    for text in ("t::c::fused", "t::l::latency"):
+        line = line_of(out, text)
+        assert "+20.0% [+18.8%, +21.2%]" in line
+        assert line.endswith("regressed")
+    assert "2 regressed" in out
+    p_value = float(line_of(out, "t::c::fused").split()[-2])
+    assert p_value < 0.01
+
+
+def test_compare_noisy_change_is_inconclusive(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """+6% on very noisy blocks: beyond the 5% threshold, but not significant. The old rule
+    (stored ratio of run B over run A's above 1 + threshold) called this a regression."""
+    path = tmp_path / "r.sqlite"
+    save(
+        path,
+        [measured_comparison("t::c", noisy(1.0, 10)), latency("t::l", samples=noisy(1e-3, 20))],
+    )
+    save(
+        path,
+        [measured_comparison("t::c", noisy(1.06, 10)), latency("t::l", samples=noisy(1.06e-3, 20))],
+        started=T0 + 1,
+    )
+    frame = store.read_results(path)
+    ratio_a, ratio_b = frame[frame["kind"] == "compare"]["ratio"]
+    median_a, median_b = frame[frame["kind"] == "latency"]["median"]
+    assert ratio_b / ratio_a - 1 > 0.05  # the old median rule: REGRESSED, exit 1
+    assert median_b / median_a - 1 > 0.05
+    code, out, err = run(capsys, "compare", "1", "2", "--store", str(path))
+    assert code == 0, err
+    for text in ("t::c::fused", "t::l::latency"):
+        line = line_of(out, text)
+        assert "+6.0% [" in line
+        assert line.endswith("inconclusive")
+    assert "2 inconclusive" in out
+    assert "regressed" not in out
+    # A one-sided alpha of 25% is enough for these p-values (about 0.2): regressed.
+    code, out, _ = run(capsys, "compare", "1", "2", "--alpha", "25%", "--store", str(path))
+    assert code == 1
+    assert line_of(out, "t::c::fused").endswith("regressed")
+
+
+def test_compare_a_a_is_ok(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "r.sqlite"
+    records: list[Record] = [measured_comparison("t::c", tight(0.8, 20)), latency("t::l")]
+    save(path, records)
+    save(path, records, started=T0 + 1)
+    code, out, err = run(capsys, "compare", "1", "2", "--store", str(path))
+    assert code == 0, err
+    assert line_of(out, "t::c::fused").endswith("ok")
+    assert line_of(out, "t::l::latency").endswith("ok")
+    assert "run 2 vs run 1: 2 ok" in out
+
+
+def test_compare_recomputes_block_ratios_from_samples(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Rows without ``block_ratios`` in ``extra`` (older stores) are judged on the ratios of
+    their stored samples."""
+    path = tmp_path / "r.sqlite"
+    save(path, [measured_comparison("t::c", tight(1.0, 20))])
+    save(path, [measured_comparison("t::c", tight(1.2, 20))], started=T0 + 1)
+    engine = sa.create_engine(f"sqlite:///{path}")
+    with engine.begin() as conn:
+        conn.execute(
+            sa.text("UPDATE measurements SET extra = json_remove(extra, '$.block_ratios')")
+        )
+    engine.dispose()
+    assert "block_ratios" not in store.read_results(path)["extra"][1]
+    code, out, _ = run(capsys, "compare", "1", "2", "--store", str(path))
+    assert code == 1
+    assert "+20.0% [+18.8%, +21.2%]" in line_of(out, "t::c::fused")
 
 
 def test_compare_latency_other_machine_not_gated(
@@ -124,12 +219,58 @@ def test_compare_latency_other_machine_not_gated(
     save(path, [latency("t::a", median=1e-3)])
     save(path, [latency("t::a", median=2e-3)], started=T0 + 1, env=OTHER_ENV)
     save(path, [latency("t::a", median=2e-3)], started=T0 + 2)
+    save(path, [latency("t::a", median=2e-3)], started=T0 + 3, env={**ENV, "ort_version": "9"})
     code, out, _ = run(capsys, "compare", "1", "2", "--store", str(path))
     assert code == 0
-    assert "not gated: other machine" in out
+    assert "+100.0%  -  not gated: other machine" in out
     code, out, _ = run(capsys, "compare", "1", "3", "--store", str(path))
     assert code == 1
-    assert "+100.0%" in out
+    assert "+100.0% [" in line_of(out, "t::a")
+    code, out, _ = run(capsys, "compare", "1", "4", "--store", str(path))
+    assert code == 0
+    assert "not gated: ort_version differs" in out
+    assert "1 not gated" in out
+
+
+def test_compare_memory_is_not_gated(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "r.sqlite"
+    save(path, [memory("t::m")])
+    save(path, [memory("t::m")], started=T0 + 1)
+    code, out, err = run(capsys, "compare", "1", "2", "--store", str(path))
+    assert code == 0, err
+    assert line_of(out, "t::m::memory").endswith("not gated: memory")
+
+
+def test_compare_empty_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "r.sqlite"
+    save(path, [])
+    save(path, [], started=T0 + 1)
+    code, out, _ = run(capsys, "compare", "1", "2", "--store", str(path))
+    assert code == 0
+    assert "runs 1 and 2 hold no measurements" in out
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--threshold", "abc"], "argument --threshold: must be a fraction such as 0.05 or 5%"),
+        (["--threshold=-5%"], "argument --threshold: must be a non-negative fraction"),
+        (["--threshold", "nan"], "argument --threshold: must be a non-negative fraction"),
+        (["--threshold", "10"], "argument --threshold: must be a fraction below 10"),
+        (["--alpha", "0.5"], "argument --alpha: must be above 0 and below 0.5, got '0.5'"),
+        (["--alpha", "0"], "argument --alpha: must be above 0 and below 0.5"),
+        (["--alpha=-1%"], "argument --alpha: must be a non-negative fraction"),
+        (["--alpha", "often"], "argument --alpha: must be a fraction such as"),
+    ],
+)
+def test_compare_bad_fraction(
+    db: Path, capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    code, out, err = run(capsys, "compare", "1", "2", *argv, "--store", str(db))
+    assert code == 2
+    assert out == ""
+    assert message in err
+    assert err.strip().splitlines()[-1].startswith("ortperf compare: error: ")
 
 
 def test_compare_new_and_missing(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -247,7 +388,9 @@ def test_prune(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert "0 or more" in err
 
 
-def test_profile_a_model_outside_pytest(tmp_path, capsys, monkeypatch):
+def test_profile_a_model_outside_pytest(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     import onnx
 
     from pytest_ortperf import models

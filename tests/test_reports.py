@@ -19,12 +19,10 @@ from typing import Any
 import pytest
 from ortperf_store_factories import comparison, latency, save
 
-from pytest_ortperf.reports import charts as report_charts
 from pytest_ortperf.cli import main as ortperf_cli
 from pytest_ortperf.files import write_atomic
+from pytest_ortperf.reports import charts as report_charts
 from pytest_ortperf.reports.html import PLOTS_HINT, ReportInput, build_html
-from pytest_ortperf.reports.rows import summary_rows
-from pytest_ortperf.results import Judgement, Outcome, Verdict
 from pytest_ortperf.reports.json import (
     SCHEMA,
     RunInfo,
@@ -33,7 +31,9 @@ from pytest_ortperf.reports.json import (
     pytest_benchmark_json,
 )
 from pytest_ortperf.reports.markdown import markdown_summary
+from pytest_ortperf.reports.rows import summary_rows
 from pytest_ortperf.reports.writer import NO_VERDICTS
+from pytest_ortperf.results import Judgement, Outcome, Verdict
 
 HAS_MPL = report_charts.available()
 PNG = re.compile(r'<img src="data:image/png;base64,([A-Za-z0-9+/=]+)"')

@@ -6,8 +6,8 @@ import pytest
 
 from pytest_ortperf import models
 from pytest_ortperf.feeds import input_specs, make_feeds
-from pytest_ortperf.runapi import APIS, OrtBinding, make_call
 from pytest_ortperf.ort_session import OrtSession, ProviderUnavailable, SessionSettings
+from pytest_ortperf.runapi import APIS, OrtBinding, make_call
 
 
 def test_model_from_path_bytes_and_proto(tmp_path):

@@ -13,10 +13,19 @@ from typing import Any
 import pandas as pd
 import pytest
 import sqlalchemy as sa
-from ortperf_store_factories import ENV, GIT, comparison, latency, save
+from ortperf_store_factories import (
+    ENV,
+    GIT,
+    comparison,
+    latency,
+    measured_comparison,
+    memory,
+    noisy,
+    save,
+)
 
 from pytest_ortperf import env, store
-from pytest_ortperf.results import LatencyResult
+from pytest_ortperf.results import LatencyResult, MemoryResult, Record, record_from_dict
 
 T0 = 1_700_000_000.0
 
@@ -45,7 +54,8 @@ def test_resolve_store(tmp_path: Path) -> None:
 
 
 def test_round_trip(db: Path) -> None:
-    records = [latency("tests/test_a.py::test_one"), comparison("tests/test_a.py::test_two")]
+    lat = latency("tests/test_a.py::test_one")
+    records: list[Record] = [lat, comparison("tests/test_a.py::test_two")]
     run_id = save(db, records)
     assert run_id == 1
     assert db.is_file()
@@ -55,9 +65,9 @@ def test_round_trip(db: Path) -> None:
     assert list(frame["test"]) == ["tests/test_a.py::test_one", "tests/test_a.py::test_two"]
     assert list(frame["kind"]) == ["latency", "compare"]
     one, two = frame.to_dict("records")
-    assert one["median"] == pytest.approx(records[0].median)
+    assert one["median"] == pytest.approx(lat.median)
     assert one["n"] == 20
-    assert one["samples"] == records[0].samples
+    assert one["samples"] == lat.samples
     assert pd.isna(one["ratio"])
     assert one["session"]["op_histogram"] == {"Add": 1, "MatMul": 2}
     assert two["ratio"] == 0.8
@@ -68,6 +78,51 @@ def test_round_trip(db: Path) -> None:
     assert one["fingerprint"] == env.machine_fingerprint(ENV)
     assert one["providers"] == ["CPUExecutionProvider"]
     assert one["started"] == pd.Timestamp(T0, unit="s", tz="UTC")
+
+
+def test_memory_records_round_trip(db: Path) -> None:
+    records: list[Record] = [
+        memory("t::m"),
+        latency("t::a"),
+        MemoryResult((1 << 20,), 0, "sampling"),  # defaults: no test, name or arena
+        memory("t::m", name="second"),
+    ]
+    run_id = save(db, records)
+    assert store.load_records(db, run_id) == records
+    row = store.read_results(db).to_dict("records")[0]
+    assert row["kind"] == "memory"
+    assert pd.isna(row["median"])
+    assert row["extra"] == {
+        "peak_bytes": [300 << 20, 310 << 20, 310 << 20],
+        "baseline_bytes": 250 << 20,
+        "method": "vmhwm",
+        "arena": {"in_use_peak_max": 12 << 20},
+    }
+
+
+def test_records_come_back_through_from_dict(db: Path) -> None:
+    """What the store keeps is each record's ``to_dict`` form (less its derived summary):
+    rebuilding it with ``from_dict`` gives the record, block ratios and arms included."""
+    records: list[Record] = [
+        measured_comparison("t::c", noisy(1.1, 30)),
+        comparison("t::d"),
+        latency("t::l", samples=noisy(2e-3, 7)),
+    ]
+    run_id = save(db, records)
+    loaded = store.load_records(db, run_id)
+    assert loaded == records
+    assert loaded == [record_from_dict(r.to_dict()) for r in records]
+    assert [r.to_dict() for r in loaded] == [r.to_dict() for r in records]
+    extra = store.read_results(db)["extra"][0]
+    arm = records[0].to_dict()["candidate"]
+    assert extra["candidate"] == {k: arm[k] for k in arm.keys() - {"kind", "samples", "summary"}}
+
+
+def test_load_records_skips_unknown_kinds(db: Path) -> None:
+    run_id = save(db, [latency("t::a"), memory("t::m"), latency("t::b")])
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE measurements SET kind = 'energy' WHERE test = 't::m'")
+    assert [r.test for r in store.load_records(db, run_id)] == ["t::a", "t::b"]
 
 
 def test_url_form_and_wal(tmp_path: Path) -> None:

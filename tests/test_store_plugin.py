@@ -37,7 +37,11 @@ def test_two_runs_are_stored_and_read_back(pytester, capsys):
     assert "test_suite.py::test_cmp" in out and "attention" in out
     code = ortperf_cli(["compare", "1", "2", "--store", str(store), "--threshold", "500%"])
     assert code == 0
-    assert "attention" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "attention" in out
+    # Judged with the gate's rules on the stored samples (same machine: latencies too).
+    assert "run 2 vs run 1: " in out and "not gated" not in out
+    assert "change [interval]" in out
 
 
 def test_plain_pytest_never_writes_the_store(pytester):
