@@ -47,10 +47,10 @@ class UsageError(Exception):
 
 
 def _fmt_ratio(row: Any) -> str:
-    ratio = row.get("ratio")
-    if ratio is None or (isinstance(ratio, float) and math.isnan(ratio)):
+    if _missing(row.get("ratio")):
         return "-"
-    return f"{ratio:.3f} [{row['low']:.3f}, {row['high']:.3f}]"
+    low, high = format_ratio(row["low"]), format_ratio(row["high"])
+    return f"{format_ratio(row['ratio'])} [{low}, {high}]"
 
 
 def _fmt_when(ts: Any) -> str:

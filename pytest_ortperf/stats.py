@@ -36,7 +36,6 @@ class Summary:
         return asdict(self)
 
 
-
 def quantile(sorted_values: Sequence[float], q: float) -> float:
     """Linear-interpolation quantile (numpy's default) of already sorted values."""
     if len(sorted_values) == 0:
