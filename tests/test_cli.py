@@ -98,6 +98,14 @@ def test_history_store_from_environment(
     assert "test_cmp" in out
 
 
+def two_runs(tmp_path: Path, first: list[Record], second: list[Record]) -> Path:
+    """A store holding run 1 with ``first`` and run 2 with ``second``."""
+    path = tmp_path / "r.sqlite"
+    save(path, first)
+    save(path, second, started=T0 + 1)
+    return path
+
+
 def line_of(out: str, text: str) -> str:
     return next(line for line in out.splitlines() if text in line)
 
@@ -128,12 +136,10 @@ def test_compare_within_threshold(db: Path, capsys: pytest.CaptureFixture[str]) 
 def test_compare_clear_regression_with_tight_samples(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    path = tmp_path / "r.sqlite"
-    save(path, [measured_comparison("t::c", tight(1.0, 20)), latency("t::l", median=1e-3)])
-    save(
-        path,
+    path = two_runs(
+        tmp_path,
+        [measured_comparison("t::c", tight(1.0, 20)), latency("t::l", median=1e-3)],
         [measured_comparison("t::c", tight(1.2, 20)), latency("t::l", median=1.2e-3)],
-        started=T0 + 1,
     )
     code, out, err = run(capsys, "compare", "1", "2", "--store", str(path))
     assert code == 1, err
@@ -151,15 +157,10 @@ def test_compare_noisy_change_is_inconclusive(
 ) -> None:
     """+6% on very noisy blocks: beyond the 5% threshold, but not significant. The old rule
     (stored ratio of run B over run A's above 1 + threshold) called this a regression."""
-    path = tmp_path / "r.sqlite"
-    save(
-        path,
+    path = two_runs(
+        tmp_path,
         [measured_comparison("t::c", noisy(1.0, 10)), latency("t::l", samples=noisy(1e-3, 20))],
-    )
-    save(
-        path,
         [measured_comparison("t::c", noisy(1.06, 10)), latency("t::l", samples=noisy(1.06e-3, 20))],
-        started=T0 + 1,
     )
     frame = store.read_results(path)
     ratio_a, ratio_b = frame[frame["kind"] == "compare"]["ratio"]
@@ -197,9 +198,11 @@ def test_compare_recomputes_block_ratios_from_samples(
 ) -> None:
     """Rows without ``block_ratios`` in ``extra`` (older stores) are judged on the ratios of
     their stored samples."""
-    path = tmp_path / "r.sqlite"
-    save(path, [measured_comparison("t::c", tight(1.0, 20))])
-    save(path, [measured_comparison("t::c", tight(1.2, 20))], started=T0 + 1)
+    path = two_runs(
+        tmp_path,
+        [measured_comparison("t::c", tight(1.0, 20))],
+        [measured_comparison("t::c", tight(1.2, 20))],
+    )
     engine = sa.create_engine(f"sqlite:///{path}")
     with engine.begin() as conn:
         conn.execute(
@@ -233,18 +236,14 @@ def test_compare_latency_other_machine_not_gated(
 
 
 def test_compare_memory_is_not_gated(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    path = tmp_path / "r.sqlite"
-    save(path, [memory("t::m")])
-    save(path, [memory("t::m")], started=T0 + 1)
+    path = two_runs(tmp_path, [memory("t::m")], [memory("t::m")])
     code, out, err = run(capsys, "compare", "1", "2", "--store", str(path))
     assert code == 0, err
     assert line_of(out, "t::m::memory").endswith("not gated: memory")
 
 
 def test_compare_empty_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    path = tmp_path / "r.sqlite"
-    save(path, [])
-    save(path, [], started=T0 + 1)
+    path = two_runs(tmp_path, [], [])
     code, out, _ = run(capsys, "compare", "1", "2", "--store", str(path))
     assert code == 0
     assert "runs 1 and 2 hold no measurements" in out
