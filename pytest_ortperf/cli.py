@@ -10,7 +10,6 @@ import argparse
 import importlib.util
 import json
 import math
-import os
 import sys
 from collections.abc import Callable, Sequence
 from datetime import datetime
@@ -22,7 +21,8 @@ from pytest_ortperf.results import Outcome, Verdict
 from pytest_ortperf.units import (
     format_change,
     format_interval,
-    format_ratio,
+    format_metric,
+    format_ratio_interval,
     format_seconds,
     parse_fraction,
 )
@@ -34,7 +34,6 @@ EXIT_OK = 0
 EXIT_REGRESSED = 1
 EXIT_USAGE = 2
 
-STORE_ENV = "ORTPERF_STORE"
 KEY = ["test", "name", "kind", "api"]
 
 
@@ -49,8 +48,7 @@ class UsageError(Exception):
 def _fmt_ratio(row: Any) -> str:
     if _missing(row.get("ratio")):
         return "-"
-    low, high = format_ratio(row["low"]), format_ratio(row["high"])
-    return f"{format_ratio(row['ratio'])} [{low}, {high}]"
+    return format_ratio_interval(row["ratio"], row["low"], row["high"])
 
 
 def _fmt_when(ts: Any) -> str:
@@ -71,7 +69,7 @@ def _text(value: Any) -> str:
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    """Rows aligned under their headers, cut to 100 columns (see ``report.format_table``)."""
+    """Rows aligned under their headers, cut to 100 columns (``reports.terminal.format_table``)."""
     return "\n".join(format_table(headers, rows))
 
 
@@ -240,8 +238,7 @@ def _side(row: dict[str, Any], suffix: str) -> dict[str, Any]:
 
 def _value(side: dict[str, Any]) -> str:
     """The figure compared: the ratio of a comparison, the median latency otherwise."""
-    value = _metric(side)
-    return format_ratio(value) if side["kind"] == "compare" else format_seconds(value)
+    return format_metric("ratio" if side["kind"] == "compare" else "latency", _metric(side))
 
 
 def _change_cells(verdict: Verdict | str, a: dict[str, Any], b: dict[str, Any]) -> list[str]:
@@ -604,7 +601,7 @@ def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
         "--store",
-        default=os.environ.get(STORE_ENV),
+        default=None,
         metavar="PATH_OR_URL",
         help="results store: a file or SQLAlchemy URL (default: $ORTPERF_STORE or "
         ".ortperf/results.sqlite in the current directory)",

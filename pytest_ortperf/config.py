@@ -88,8 +88,7 @@ class OrtperfConfig:
         store = (
             config.getoption("ortperf_store", None)
             or config.getini("ortperf_store")
-            or os.environ.get("ORTPERF_STORE")
-            or None
+            or None  # then $ORTPERF_STORE, else the default (store.resolve_store)
         )
         return cls(
             enabled=update or bool(config.getoption("ortperf", False)),

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import pytest
 
 from pytest_ortperf.config import MarkerError, OrtperfConfig, marker_settings, report_files
-from pytest_ortperf.reports.writer import ReportFiles
+from pytest_ortperf.reports.writer import JSON_FORMATS, ReportFiles
 from pytest_ortperf.state import STATE_KEY, OrtperfState
 
 REPORT_FILES_KEY = pytest.StashKey[ReportFiles]()
@@ -85,7 +85,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--ortperf-json-format",
         default=None,
-        choices=["ortperf", "pytest-benchmark"],
+        choices=JSON_FORMATS,
         help="layout of --ortperf-json: our schema pytest-ortperf/1 (default) or "
         "pytest-benchmark's",
     )

@@ -13,7 +13,6 @@ import pytest
 from pytest_ortperf.gating.gate import Gate, GateFailure, failure_message
 from pytest_ortperf.measure import Samples, StopRule, TimingEngine, smoke
 from pytest_ortperf.ort_session import OrtSession
-from pytest_ortperf.profiling.attribution import attribution, op_shares
 from pytest_ortperf.results import (
     GATED,
     OP_SHARES,
@@ -312,9 +311,17 @@ class Recorder:
         arms = {"reference": reference, "candidate": candidate}
         extra = {}
         if self.measured and self.profile_arms:
+            from pytest_ortperf.profiling.attribution import op_shares
+
             extra[OP_SHARES] = {role: op_shares(s, feeds) for role, s in arms.items()}
         self._record(result, gated=True, verdicts=verdicts, extra=extra)
-        self._enforce(label, verdicts, confirmed, lambda: attribution(arms, feeds, entry))
+
+        def attribute() -> list[str]:
+            from pytest_ortperf.profiling.attribution import attribution
+
+            return attribution(arms, feeds, (entry or {}).get(OP_SHARES))
+
+        self._enforce(label, verdicts, confirmed, attribute)
         return result
 
     def profile(

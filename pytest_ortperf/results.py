@@ -1,8 +1,8 @@
 """Immutable result records, their plain-dict form, and the ``user_properties`` keys.
 
 Records travel as plain dicts (``to_dict``) through ``user_properties`` so that pytest-xdist
-workers can hand them to the controller; ``from_dict`` rebuilds them. Everything else (the
-gate, the store, the reports) passes the typed records around.
+workers can hand them to the controller; ``from_dict`` rebuilds them. The store and the
+reports take the typed records; the gate and the baseline files read the ``to_dict`` form.
 """
 
 from __future__ import annotations

@@ -41,6 +41,9 @@ from pytest_ortperf.stats import Summary
 if TYPE_CHECKING:
     import pandas as pd
 
+STORE_ENV = "ORTPERF_STORE"
+"""Environment variable naming the store when no option or ini key does."""
+
 DEFAULT_STORE = ".ortperf/results.sqlite"
 """Store used when none is configured, relative to the rootdir (or the current directory)."""
 
@@ -156,10 +159,13 @@ MIGRATIONS: dict[int, Migration] = {}
 def resolve_store(value: str | None, rootdir: Path) -> str | None:
     """Where results go: a file path or SQLAlchemy URL, or None when storing is disabled.
 
-    None or "" -> ``DEFAULT_STORE`` under rootdir; "none" -> disabled; a URL (``sqlite:///``,
-    ``postgresql://``...) is passed through; any other path is taken relative to rootdir.
+    None or "" -> ``$ORTPERF_STORE`` (:data:`STORE_ENV`) when set, else ``DEFAULT_STORE``
+    under rootdir; "none" -> disabled; a URL (``sqlite:///``, ``postgresql://``...) is
+    passed through; any other path is taken relative to rootdir.
     """
     if value is None or not value.strip():
+        value = os.environ.get(STORE_ENV, "")
+    if not value.strip():
         return str(Path(rootdir) / DEFAULT_STORE)
     text = value.strip()
     if text.lower() == "none":

@@ -9,14 +9,17 @@ from typing import TypeVar
 from pytest_ortperf.measure import (
     Call,
     Clock,
-    EngineConfig,
     Samples,
     StopRule,
-    TimingEngine,
     asks_stop_rule,
 )
 
 __all__ = ["ScriptedEngine"]
+
+GATED_MIN_BLOCKS = 9
+"""The fewest blocks of a gated measurement at the default alpha 0.01 (the plugin raises the
+engine's ``min_blocks`` to ``gating.rules.min_blocks_for(alpha)``): a ScriptedEngine asks
+its stop rule at the same rounds as the engine it stands in for."""
 
 
 def _no_time() -> int:
@@ -65,7 +68,7 @@ class ScriptedEngine:
         measure: Iterable[Sequence[float]] = (),
         interleave: Iterable[Sequence[Sequence[float]]] = (),
         calls_per_block: int = 1,
-        min_blocks: int = EngineConfig.min_blocks,
+        min_blocks: int = GATED_MIN_BLOCKS,
     ) -> None:
         self._script = _Script(
             measure=[tuple(s) for s in measure],
@@ -84,7 +87,7 @@ class ScriptedEngine:
     def stopped_at(self) -> list[int]:
         return self._script.stopped_at
 
-    def scaled(self, factor: float) -> TimingEngine:
+    def scaled(self, factor: float) -> ScriptedEngine:
         self.log.append(("scaled", factor))
         child = ScriptedEngine(calls_per_block=self.calls_per_block, min_blocks=self.min_blocks)
         child._script = self._script
@@ -106,7 +109,9 @@ class ScriptedEngine:
         self.log.append("interleave")
         if len(arms) != len(calls):
             raise ValueError(f"scripted {len(arms)} arms for {len(calls)} targets")
-        rounds = min(len(values) for values in arms)
+        rounds = len(arms[0])
+        if any(len(values) != rounds for values in arms):
+            raise ValueError(f"scripted arms differ in length: {[len(v) for v in arms]}")
         if should_stop is not None:
             for done in range(1, rounds + 1):
                 if asks_stop_rule(done, self.min_blocks) and should_stop(

@@ -45,6 +45,28 @@ def format_ratio(ratio: float | None) -> str:
     return f"{ratio:.3f}" if 0.01 <= abs(ratio) < 1000 else f"{ratio:.4g}"
 
 
+def format_ratio_bounds(low: float, high: float) -> str:
+    """The interval of a ratio: ``[0.905, 0.920]``."""
+    return f"[{format_ratio(low)}, {format_ratio(high)}]"
+
+
+def format_ratio_interval(ratio: float, low: float, high: float) -> str:
+    """A ratio with its interval: ``0.912 [0.905, 0.920]``."""
+    return f"{format_ratio(ratio)} {format_ratio_bounds(low, high)}"
+
+
+def format_metric(metric: str, value: float) -> str:
+    """A gated metric's value: seconds for ``latency``, a ratio for ``ratio``, a plain
+    number otherwise (node counts of ``structure``); ``-`` when not finite."""
+    if not math.isfinite(value):
+        return "-"
+    if metric == "latency":
+        return format_seconds(value)
+    if metric == "ratio":
+        return format_ratio(value)
+    return f"{value:g}"
+
+
 def format_bytes(n: float) -> str:
     """A memory size in MiB with one decimal: ``12.3 MiB``."""
     return f"{n / 2**20:.1f} MiB"

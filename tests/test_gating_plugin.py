@@ -231,7 +231,7 @@ def test_update_respects_k_and_reports_old_to_new(suite):
     write_script(suite, compare=[blocks(0.99)], latency=[latency_samples(2.0)])
     result = suite.runpytest(*RUN, "--ortperf-update", "-k", "attention")
     result.assert_outcomes(passed=1, deselected=1)
-    result.stdout.fnmatch_lines(["*test_attention::attention: ratio 0.9 -> 0.99*"])
+    result.stdout.fnmatch_lines(["*test_attention::attention: ratio 0.900 -> 0.990*"])
     entries = json.loads(baseline_file(suite).read_text())["entries"]
     assert entries["test_latency::lr"]["median"] == pytest.approx(BASE * 1.012)  # untouched
 
@@ -262,7 +262,7 @@ def test_update_never_fails_for_a_regression(suite):
     write_script(suite, compare=[blocks(1.5)], fusable=False)
     result = suite.runpytest(*RUN, "--ortperf-update")
     result.assert_outcomes(passed=2)
-    result.stdout.fnmatch_lines(["*test_attention::attention: ratio 0.9 -> 1.5*"])
+    result.stdout.fnmatch_lines(["*test_attention::attention: ratio 0.900 -> 1.500*"])
 
 
 def test_all_measurements_run_before_the_gate_fails(suite):

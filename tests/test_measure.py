@@ -150,14 +150,27 @@ def _asked_rounds(engine, calls):
 
 
 def test_real_and_scripted_engines_ask_the_stop_rule_at_the_same_rounds():
+    from pytest_ortperf.gating.rules import min_blocks_for
     from pytest_ortperf.testing import ScriptedEngine
 
+    # A gated run's engine takes at least min_blocks_for(alpha) blocks (9 at alpha 0.01).
+    gated = min_blocks_for(0.01)
     clock = FakeClock()
-    real = Engine(EngineConfig(budget_s=0.06, block_s=0.001, warmup_s=0.0), clock=clock)
+    config = EngineConfig(budget_s=0.06, block_s=0.001, warmup_s=0.0, min_blocks=gated)
+    real = Engine(config, clock=clock)
     scripted = ScriptedEngine(interleave=[[[1.0] * 30, [1.0] * 30]])
+    assert scripted.min_blocks == gated
     real_asked = _asked_rounds(real, [constant_call(clock, 1_000), constant_call(clock, 1_000)])
     scripted_asked = _asked_rounds(scripted, [lambda: None, lambda: None])
-    assert real_asked[:6] == scripted_asked[:6] == [8, 12, 16, 20, 24, 28]
+    assert real_asked[:5] == scripted_asked[:5] == [12, 16, 20, 24, 28]
+
+
+def test_scripted_engine_refuses_arms_of_unequal_length():
+    from pytest_ortperf.testing import ScriptedEngine
+
+    engine = ScriptedEngine(interleave=[[[1.0] * 10, [1.0] * 12]])
+    with pytest.raises(ValueError, match="differ in length"):
+        engine.interleave([lambda: None, lambda: None])
 
 
 def test_scripted_engine_stops_when_told_and_keeps_the_pairs():

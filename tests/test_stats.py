@@ -3,7 +3,15 @@ import math
 import numpy as np
 import pytest
 
-from pytest_ortperf.stats import median_ci, paired_ratio, quantile, ratio_of_blocks, summarize
+from pytest_ortperf.stats import (
+    median_ci,
+    paired_ratio,
+    quantile,
+    rank_sum_shift,
+    ratio_of_blocks,
+    signed_rank_shift,
+    summarize,
+)
 
 
 def test_summarize_matches_numpy():
@@ -60,3 +68,47 @@ def test_paired_ratio():
     with pytest.raises(ValueError, match="positive"):
         ratio_of_blocks([0.0], [1.0])
     assert math.isfinite(est.confidence)
+
+
+# --------------------------------------------------------------------------- rank statistics
+
+
+def test_signed_rank_matches_scipy() -> None:
+    stats = pytest.importorskip("scipy.stats")
+    rng = np.random.default_rng(7)
+    d = rng.normal(0.01, 0.02, 30)
+    ours = signed_rank_shift(d, 0.01)
+    assert ours.p_greater == pytest.approx(stats.wilcoxon(d, alternative="greater").pvalue)
+    assert ours.p_less == pytest.approx(stats.wilcoxon(d, alternative="less").pvalue)
+    tied = np.round(rng.normal(0.01, 0.02, 150), 2)  # ties and zeros: normal approximation
+    ref = stats.wilcoxon(tied, alternative="greater", correction=True, method="approx")
+    assert signed_rank_shift(tied, 0.01).p_greater == pytest.approx(ref.pvalue)
+
+
+def test_rank_sum_matches_scipy() -> None:
+    stats = pytest.importorskip("scipy.stats")
+    rng = np.random.default_rng(8)
+    x = rng.normal(0.01, 0.02, 30)
+    y = np.round(rng.normal(0.0, 0.02, 35), 2)
+    ours = rank_sum_shift(x, y, 0.01)
+    assert ours.p_greater == pytest.approx(stats.mannwhitneyu(x, y, alternative="greater").pvalue)
+    assert ours.p_less == pytest.approx(stats.mannwhitneyu(x, y, alternative="less").pvalue)
+
+
+def test_intervals_cover_the_true_shift() -> None:
+    rng = np.random.default_rng(9)
+    trials = 400
+    paired = sum(
+        s.low <= 0.02 <= s.high
+        for s in (signed_rank_shift(rng.normal(0.02, 0.01, 25), 0.01) for _ in range(trials))
+    )
+    twosample = sum(
+        s.low <= 0.02 <= s.high
+        for s in (
+            rank_sum_shift(rng.normal(0.02, 0.01, 30), rng.normal(0, 0.01, 40), 0.01)
+            for _ in range(trials)
+        )
+    )
+    # nominal 98% (two-sided 1 - 2 * alpha)
+    assert paired / trials >= 0.96
+    assert twosample / trials >= 0.96

@@ -2,7 +2,7 @@
 
 Format (``schema`` 1)::
 
-    {"schema": 1, "entries": {"<test node id>::<measurement name>": {...}}}
+    {"schema": 1, "entries": {"<test id within its module>::<measurement name>": {...}}}
 
 A ``compare`` entry holds ``ratio``/``low``/``high``/``confidence``/``n``, the paired
 ``block_ratios``, ``medians`` (seconds per call per role), ``op_histograms`` and ``sessions``
@@ -40,7 +40,10 @@ from pytest_ortperf.gating.rules import (
 )
 from pytest_ortperf.results import OP_SHARES, Verdict
 from pytest_ortperf.stats import median
-from pytest_ortperf.units import format_seconds
+from pytest_ortperf.units import (
+    format_ratio,
+    format_seconds,
+)
 
 SCHEMA_VERSION = 1
 DIRNAME = "__ortperf__"
@@ -348,7 +351,7 @@ def op_histograms(record_dict: Mapping[str, Any]) -> dict[str, dict[str, int]]:
 def summarize_entry(entry: Mapping[str, Any]) -> str:
     """A short description of an entry's headline number (``ratio 0.912``, ``median 1.2 ms``)."""
     if entry.get("kind") == "compare":
-        return f"ratio {float(entry['ratio']):.3g}"
+        return f"ratio {format_ratio(float(entry['ratio']))}"
     value = entry.get("median")
     if value is None:
         value = median(entry["samples"])

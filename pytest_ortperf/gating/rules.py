@@ -1,6 +1,6 @@
 """Pure decision rules: is a measurement regressed against its stored baseline?
 
-Three metrics, strongest first (DESIGN.md section 3):
+Three metrics, strongest first (README, "Gating"):
 
 - ``structure``: op-type histograms of the ORT-optimized graphs, compared exactly.
 - ``ratio``: paired block ratios candidate/reference of one interleaved run against the
@@ -36,7 +36,12 @@ from pytest_ortperf.stats import (
     rank_sum_shift,
     signed_rank_shift,
 )
-from pytest_ortperf.units import format_change, format_ratio, format_seconds
+from pytest_ortperf.units import (
+    format_change,
+    format_metric,
+    format_ratio,
+    format_seconds,
+)
 
 MIN_EARLY_ROUNDS = 8
 """Fewest rounds :func:`decide_early` ever stops at."""
@@ -362,9 +367,8 @@ def not_comparable(
 ) -> Verdict:
     """A verdict for a figure measured on another machine or settings: reported only."""
     change = current / baseline - 1.0 if baseline > 0 else 0.0
-    fmt = format_seconds if metric == "latency" else format_ratio
     message = (
-        f"{metric} {fmt(current)} vs baseline {fmt(baseline)} "
+        f"{metric} {format_metric(metric, current)} vs baseline {format_metric(metric, baseline)} "
         f"({format_change(change)}): not comparable here ({', '.join(keys)} differ), not gated"
     )
     return Verdict(
@@ -375,8 +379,10 @@ def not_comparable(
 
 def new(metric: str, current: float, n: int = 0) -> Verdict:
     """A verdict for a measurement without baseline entry."""
-    shown = format_seconds(current) if metric == "latency" else format_ratio(current)
-    message = f"{metric} {shown}: no baseline (run with --ortperf-update to store it)"
+    message = (
+        f"{metric} {format_metric(metric, current)}: no baseline "
+        "(run with --ortperf-update to store it)"
+    )
     return Verdict(
         metric, Outcome.NEW, math.nan, current, math.nan, math.nan, math.nan, 0.0, 0.0, None, n,
         message,

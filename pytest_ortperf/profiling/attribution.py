@@ -8,7 +8,6 @@ from typing import Any
 
 from pytest_ortperf.ort_session import OrtSession
 from pytest_ortperf.profiling.run import profile_session
-from pytest_ortperf.results import OP_SHARES
 
 Feeds = Mapping[str, Any]
 
@@ -21,16 +20,17 @@ def op_shares(session: OrtSession, feeds: Feeds, runs: int = 10) -> dict[str, fl
 
 
 def attribution(
-    arms: Mapping[str, OrtSession], feeds: Feeds, entry: Mapping[str, Any] | None
+    arms: Mapping[str, OrtSession],
+    feeds: Feeds,
+    stored: Mapping[str, Mapping[str, float]] | None,
 ) -> list[str]:
     """Which op types moved: each arm profiled now (outside the timed runs), its shares of
-    kernel time against those stored in the baseline; without stored shares, the
-    candidate's profile against the reference's."""
+    kernel time against the ``stored`` ones (``{role: {op type: share}}``, kept with the
+    baseline); without stored shares, the candidate's profile against the reference's."""
     try:
         now = {role: op_shares(session, feeds) for role, session in arms.items()}
     except Exception as exc:  # attribution must never hide the verdict it explains
         return [f"  (no attribution: profiling failed: {type(exc).__name__}: {exc})"]
-    stored = (entry or {}).get(OP_SHARES)
     if not stored:
         base = profile_session(arms["reference"], feeds, runs=10)
         cand = profile_session(arms["candidate"], feeds, runs=10)

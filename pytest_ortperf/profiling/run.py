@@ -30,7 +30,7 @@ def profile_session(
 ) -> Profile:
     """Profile ``runs`` calls of a session (after ``warmup`` calls left out of the profile).
 
-    ``session`` is an :class:`~pytest_ortperf.session.OrtSession` (its settings are reused on
+    ``session`` is an :class:`~pytest_ortperf.ort_session.OrtSession` (its settings are reused on
     a new, profiling session) or a model (path, bytes, ``onnx.ModelProto``) run with default
     settings.
     """

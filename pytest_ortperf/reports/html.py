@@ -26,10 +26,15 @@ from pytest_ortperf.reports.rows import (
     verdicts_by_key,
 )
 from pytest_ortperf.results import Comparison, Judgement, LatencyResult, Record
+from pytest_ortperf.units import (
+    format_change,
+    format_ratio,
+    format_ratio_bounds,
+    format_seconds,
+)
 
 if TYPE_CHECKING:
     from pytest_ortperf.store import HistoryKey, HistoryPoint
-from pytest_ortperf.units import format_change, format_ratio, format_seconds
 
 SWEEP_PREFIX = "api:"
 """Records named ``api:<api>`` come from ``ortperf.api_sweep``."""
@@ -219,7 +224,7 @@ def _comparisons(data: ReportInput, draw: bool) -> str:
             [
                 f"{c.test}::{c.name}",
                 (format_ratio(c.ratio), c.ratio),
-                f"[{format_ratio(c.low)}, {format_ratio(c.high)}]",
+                format_ratio_bounds(c.low, c.high),
                 (format_seconds(c.reference.median), c.reference.median),
                 (format_seconds(c.candidate.median), c.candidate.median),
                 (format_ratio(baseline), baseline or 0.0),

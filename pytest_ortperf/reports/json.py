@@ -21,7 +21,7 @@ meaning or disappears; keys may be added within a version)::
          mean, std, min, max, p90, p99, iqr};
          compare: ratio, low, high, confidence, block_ratios, reference, candidate (two
          latency dicts), output_diffs;
-         memory: peak_bytes, baseline_bytes, method),
+         memory: peak_bytes, baseline_bytes, method, arena),
          "verdicts": [{"metric": "ratio" | "latency" | "structure", "outcome": "ok" |
                        "regressed" | "improved" | "inconclusive" | "new" | "not_comparable",
                        "baseline", "current", "change", "low", "high", "threshold",

@@ -24,7 +24,8 @@ from pytest_ortperf.units import (
     format_bytes,
     format_change,
     format_interval,
-    format_ratio,
+    format_metric,
+    format_ratio_interval,
     format_seconds,
 )
 
@@ -52,17 +53,6 @@ class SummaryRow:
         return self.outcome.needs_attention
 
 
-def format_metric(metric: str, value: float) -> str:
-    """A verdict's baseline/current value: seconds for latency, 3 decimals for ratios."""
-    if not math.isfinite(value):
-        return "-"
-    if metric == "latency":
-        return format_seconds(value)
-    if metric == "ratio":
-        return format_ratio(value)
-    return f"{value:g}"
-
-
 def verdict_value(verdict: Verdict) -> str:
     """``current vs baseline`` of a verdict (only current when there is no baseline; node
     counts for structure, whose message says what changed)."""
@@ -86,8 +76,7 @@ def verdict_change(verdict: Verdict) -> str:
 def record_value(record: Record) -> str:
     """The headline figure of a record: ratio and interval, median and IQR, or peak."""
     if isinstance(record, Comparison):
-        low, high = format_ratio(record.low), format_ratio(record.high)
-        return f"{format_ratio(record.ratio)} [{low}, {high}]"
+        return format_ratio_interval(record.ratio, record.low, record.high)
     if isinstance(record, LatencyResult):
         return f"{format_seconds(record.median)} (IQR {format_seconds(record.iqr)})"
     return f"{format_bytes(record.max_peak_bytes)} peak"

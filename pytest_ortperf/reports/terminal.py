@@ -16,7 +16,13 @@ from pytest_ortperf.results import (
     Outcome,
     Record,
 )
-from pytest_ortperf.units import format_bytes, format_ratio, format_seconds
+from pytest_ortperf.units import (
+    format_bytes,
+    format_ratio,
+    format_ratio_bounds,
+    format_ratio_interval,
+    format_seconds,
+)
 
 WIDTH = 100
 
@@ -76,7 +82,7 @@ def summary_lines(records: Sequence[Record], judgements: Sequence[Judgement] = (
             (
                 f"{c.test}::{c.name}",
                 format_ratio(c.ratio),
-                f"[{format_ratio(c.low)}, {format_ratio(c.high)}]",
+                format_ratio_bounds(c.low, c.high),
                 format_seconds(c.reference.median),
                 format_seconds(c.candidate.median),
             )
@@ -124,14 +130,15 @@ def compact_property(key: str, value: object) -> object:
         outcomes = ", ".join(f"{v['metric']}={v['outcome']}" for v in value["verdicts"])
         return f"{value['name']}: {outcomes}"
     if key == USER_PROPERTY and value.get("kind") == "compare":
-        return (
-            f"{value['name']}: ratio {value['ratio']:.4g} "
-            f"[{value['low']:.4g}, {value['high']:.4g}] via {value['api']}"
-        )
+        interval = format_ratio_interval(value["ratio"], value["low"], value["high"])
+        return f"{value['name']}: ratio {interval} via {value['api']}"
     if key == USER_PROPERTY and value.get("kind") == "latency":
         summary = value["summary"]
         return (
             f"{value['name']}: median {format_seconds(summary['median'])}, "
             f"IQR {format_seconds(summary['iqr'])}, n={summary['n']} via {value['api']}"
         )
+    if key == USER_PROPERTY and value.get("kind") == "memory":
+        peak = max(value["peak_bytes"], default=value["baseline_bytes"])
+        return f"{value['name']}: peak {format_bytes(peak)} ({value['method']}) via {value['api']}"
     return value

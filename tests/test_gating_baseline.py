@@ -22,8 +22,7 @@ from pytest_ortperf.gating.baseline import (
     unused_entries,
     write_baseline,
 )
-from pytest_ortperf.gating.rules import Outcome
-from pytest_ortperf.results import Comparison, LatencyResult, SessionInfo
+from pytest_ortperf.results import Comparison, LatencyResult, Outcome, SessionInfo
 
 TEST = "tests/test_models.py::test_fused"
 ENV = {
@@ -296,9 +295,9 @@ def test_plan_update_add_change_remove() -> None:
     assert plan.modified
     assert list(plan.entries) == sorted(plan.entries)
     assert plan.lines == (
-        f"{TEST}::cmp: ratio 0.914 -> 0.95; candidate lost fusion: FusedMatMul 1 -> 0, "
+        f"{TEST}::cmp: ratio 0.914 -> 0.950; candidate lost fusion: FusedMatMul 1 -> 0, "
         "MatMul 1 -> 2, Transpose 0 -> 1",
-        "tests/test_models.py::test_new::cmp: new, ratio 1.1",
+        "tests/test_models.py::test_new::cmp: new, ratio 1.100",
         f"{TEST}::lat: removed (no longer measured)",
     )
 
