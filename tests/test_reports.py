@@ -496,3 +496,14 @@ def test_report_renders_in_headless_chromium(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr[-2000:]
     data = shot.read_bytes()
     assert data.startswith(b"\x89PNG") and len(data) > 10_000
+
+
+def test_junit_properties_are_one_readable_line_per_record() -> None:
+    from pytest_ortperf.reports.terminal import compact_property
+    from pytest_ortperf.results import USER_PROPERTY, MemoryResult
+
+    cmp = comparison("t.py::test_c", ratio=0.9).to_dict()
+    assert compact_property(USER_PROPERTY, cmp) == "fused: ratio 0.900 [0.891, 0.909] via run"
+    mem = MemoryResult((3 * 2**20,), 2**20, "vmhwm", test="t.py::test_m", name="peak").to_dict()
+    assert compact_property(USER_PROPERTY, mem) == "peak: peak 3.0 MiB (vmhwm) via call"
+    assert compact_property("other", {"a": 1}) == {"a": 1}

@@ -9,9 +9,13 @@ import pytest
 
 from pytest_ortperf.units import (
     SECOND_UNITS,
+    format_bytes,
     format_change,
     format_interval,
+    format_metric,
     format_ratio,
+    format_ratio_bounds,
+    format_ratio_interval,
     format_seconds,
     parse_fraction,
     time_unit,
@@ -183,3 +187,16 @@ def test_parse_fraction_rejects(text: object, message: str) -> None:
     with pytest.raises(ValueError) as info:
         parse_fraction(text)
     assert str(info.value).startswith(message)
+
+
+# -- composite spellings ---------------------------------------------------------------------
+
+
+def test_ratio_with_interval_and_metric_values() -> None:
+    assert format_ratio_bounds(0.9, 0.93) == "[0.900, 0.930]"
+    assert format_ratio_interval(0.912, 0.9, 0.93) == "0.912 [0.900, 0.930]"
+    assert format_metric("latency", 1.5e-3) == "1.50 ms"
+    assert format_metric("ratio", 0.9) == "0.900"
+    assert format_metric("structure", 7.0) == "7"
+    assert format_metric("ratio", math.nan) == "-"
+    assert format_bytes(3 * 2**20 + 2**19) == "3.5 MiB"
