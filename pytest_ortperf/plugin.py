@@ -168,7 +168,10 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         try:
             step(config)
         except Exception as exc:  # never an INTERNALERROR: say what failed, fail the run
-            state.notes.append(f"{what} NOT written: {type(exc).__name__}: {exc}")
+            from pytest_ortperf.store import redact_url
+
+            note = f"{what} NOT written: {type(exc).__name__}: {exc}"
+            state.notes.append(redact_url(note, state.store_target()))
             if session.exitstatus == pytest.ExitCode.OK:
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED
     # Report files never change the outcome: what could not be written is a note.
@@ -180,12 +183,13 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     if state is None or not state.settings.enabled or not (state.records or state.notes):
         return
     from pytest_ortperf.reports.terminal import summary_lines
+    from pytest_ortperf.units import escape_control
 
     terminalreporter.section("ortperf")
     for line in summary_lines(state.records, state.judgements):
         terminalreporter.write_line(line)
     for note in state.notes:
-        terminalreporter.write_line(f"ortperf: {note}", yellow="NOT" in note)
+        terminalreporter.write_line(f"ortperf: {escape_control(note)}", yellow="NOT" in note)
 
 
 def _raise_from_test(exc: Exception) -> NoReturn:

@@ -1,4 +1,5 @@
-"""Units: formatting of seconds, ratios and percentages, and parsing of fractions.
+"""Units: formatting of seconds, ratios and percentages, parsing of fractions, and the
+escaping of control characters in text shown to a terminal (:func:`escape_control`).
 
 A leaf module (standard library only): every report, verdict message and option parser
 spells a quantity the same way. Micro-seconds are written ``us`` everywhere (terminals,
@@ -100,3 +101,14 @@ def parse_fraction(text: object) -> float:
     if not math.isfinite(value) or value < 0:
         raise ValueError(f"must be a non-negative fraction such as 0.05 or 5%, got {text!r}")
     return value + 0.0  # -0 reads as 0
+
+
+def escape_control(text: str) -> str:
+    """``text`` with every character Python's ``repr`` would escape shown as its escape
+    (``\\x1b``, ``\\n``, ``\\x00``, ``\\u202e``...): control, format and separator
+    characters, so that a test id or measurement name printed to a terminal can neither
+    send escape sequences nor break a line. Printable characters, letters of any script
+    and backslashes are kept as they are (pytest's ids already spell escapes so)."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)

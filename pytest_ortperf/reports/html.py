@@ -27,6 +27,7 @@ from pytest_ortperf.reports.rows import (
 )
 from pytest_ortperf.results import Comparison, Judgement, LatencyResult, Record
 from pytest_ortperf.units import (
+    escape_control,
     format_change,
     format_ratio,
     format_ratio_bounds,
@@ -73,7 +74,8 @@ class ReportInput:
 
 
 def _e(value: object) -> str:
-    return html.escape(str(value), quote=True)
+    # Control characters (NUL is an HTML parse error, ESC shows as garbage) as escapes.
+    return html.escape(escape_control(str(value)), quote=True)
 
 
 def _w(value: object) -> str:

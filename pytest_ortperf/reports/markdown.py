@@ -2,14 +2,19 @@
 
 Outcome counts, then the regressed and inconclusive metrics with the gate's message, then
 every measurement.
+
+Test ids, names and messages are untrusted text: :func:`md_text` and :func:`md_code` make
+them render as written, on one line, with no Markdown or HTML of their own.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from pytest_ortperf.reports.rows import SummaryRow, outcome_counts, summary_rows
 from pytest_ortperf.results import Judgement, Outcome, Record
+from pytest_ortperf.units import escape_control
 
 ICONS = {
     Outcome.REGRESSED: "❌",
@@ -21,23 +26,60 @@ ICONS = {
     Outcome.RECORDED: "📏",
 }
 MAX_ROWS = 200
+SPECIAL = frozenset("\\`*_[]<>&|~$#@!:")
+"""ASCII punctuation that can start inline Markdown (CommonMark, GitHub's extensions) or
+HTML: escapes, code, emphasis, links and images, autolinks (``<...>`` and bare
+``scheme://``) and tags, entities, table pipes, strikethrough, math, references, mentions
+and emoji codes. Any ASCII punctuation may be backslash-escaped, which makes it a literal
+character."""
+WWW = re.compile(r"(?i)(www)\.")
+"""The start of a bare ``www.`` link (GitHub's autolinks), whose dot is escaped."""
+BLOCK_START = re.compile(r"^(\d*)([-+=.)])")
+"""What else starts a block at the start of a line: a list item, a setext underline."""
 
 
-def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ").strip()
+def md_text(text: str) -> str:
+    """``text`` as Markdown text that renders exactly as written, on one line: control
+    characters (``\\r``, ``\\n``, ``\\x1b``...) as visible escapes
+    (:func:`~pytest_ortperf.units.escape_control`), :data:`SPECIAL` characters
+    backslash-escaped, no bare link. Safe in a table cell and in a paragraph or list
+    item."""
+    text = "".join("\\" + c if c in SPECIAL else c for c in escape_control(text))
+    return WWW.sub(r"\1\\.", text)
+
+
+def md_line(text: str) -> str:
+    """:func:`md_text` for the start of a line (a quoted note): no leading blanks, and a
+    leading list marker or underline escaped, so the text stays a paragraph."""
+    return BLOCK_START.sub(r"\1\\\2", md_text(text).lstrip())
+
+
+def md_code(text: str, *, table: bool = False) -> str:
+    """``text`` as a code span, on one line: fenced by more backticks than its longest run
+    of backticks, padded with a space where it starts or ends with one (CommonMark).
+    ``table``: a span inside a table cell, its pipes escaped; text with a backslash before
+    a pipe (which GitHub's table parser would split at) is :func:`md_text` instead."""
+    text = escape_control(text)
+    if not text.strip(" ") or (table and "\\|" in text):
+        return md_text(text)
+    fence = "`" * (1 + max(map(len, re.findall("`+", text)), default=0))
+    if text[0] == "`" or text[-1] == "`" or (text[0] == " " and text[-1] == " "):
+        text = f" {text} "
+    span = f"{fence}{text}{fence}"
+    return span.replace("|", "\\|") if table else span
 
 
 def _row(row: SummaryRow) -> str:
     icon = ICONS.get(row.outcome, "")
     cells = [
-        f"{icon} {row.outcome}",
-        f"`{row.test}`",
-        row.name,
-        row.metric,
-        row.value,
-        row.change,
+        f"{icon} {md_text(row.outcome)}",
+        md_code(row.test, table=True),
+        md_text(row.name),
+        md_text(row.metric),
+        md_text(row.value),
+        md_text(row.change),
     ]
-    return "| " + " | ".join(_cell(c) for c in cells) + " |"
+    return "| " + " | ".join(cells) + " |"
 
 
 def markdown_summary(
@@ -52,17 +94,19 @@ def markdown_summary(
     apart)."""
     rows = summary_rows(records, judgements)
     counts = outcome_counts(rows)
-    lines = [f"## {title}", ""]
+    lines = [f"## {md_text(title)}", ""]
     lines.append(
-        ", ".join(f"{ICONS.get(o, '')} {n} {o}" for o, n in counts.items()) or "nothing measured"
+        ", ".join(f"{ICONS.get(o, '')} {n} {md_text(o)}" for o, n in counts.items())
+        or "nothing measured"
     )
     lines.append("")
     attention = [r for r in rows if r.needs_attention]
     if attention:
         lines += ["### Regressed or inconclusive", ""]
         for row in attention:
-            lines.append(f"- **{row.outcome}** `{row.test}::{row.name}` {row.metric}:")
-            lines.append(f"  `{_cell(row.message)}`")
+            what = md_code(f"{row.test}::{row.name}")
+            lines.append(f"- **{md_text(row.outcome)}** {what} {md_text(row.metric)}:")
+            lines.append(f"  {md_code(row.message)}")
         lines.append("")
     if rows:
         lines += [
@@ -75,8 +119,8 @@ def markdown_summary(
             lines.append(f"\n{len(rows) - MAX_ROWS} more rows left out")
         lines.append("")
     for note in notes:
-        lines.append(f"> {_cell(note)}")
+        lines.append(f"> {md_line(note)}")
     if report_path:
-        lines.append(f"Full report: `{report_path}`")
+        lines.append(f"Full report: {md_code(report_path)}")
     lines.append("")
     return "\n".join(lines) + "\n"

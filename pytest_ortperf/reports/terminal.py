@@ -17,6 +17,7 @@ from pytest_ortperf.results import (
     Record,
 )
 from pytest_ortperf.units import (
+    escape_control,
     format_bytes,
     format_ratio,
     format_ratio_bounds,
@@ -39,7 +40,11 @@ def format_table(
     header: Sequence[str], rows: Sequence[Sequence[str]], *, width: int = WIDTH
 ) -> list[str]:
     """Rows aligned under their header, numbers right-aligned. When a line would exceed
-    ``width``, the widest text column is cut from the left (a test id keeps its end)."""
+    ``width``, the widest text column is cut from the left (a test id keeps its end).
+    Control characters in cells show as escapes (:func:`~pytest_ortperf.units.escape_control`):
+    a test id or name cannot send terminal escape sequences or split a row."""
+    header = [escape_control(h) for h in header]
+    rows = [[escape_control(c) for c in r] for r in rows]
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
     excess = sum(widths) + 2 * (len(widths) - 1) - width
     text_columns = [i for i in range(len(header)) if not all(_numeric(r[i]) for r in rows)]
