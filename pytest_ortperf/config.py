@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -22,24 +23,78 @@ class MarkerError(ValueError):
     """A bad ``@pytest.mark.ortperf`` argument."""
 
 
-def _positive_float(value: Any, what: str, unit: str = "a number of seconds") -> float:
+MAX_BUDGET_S = 600.0
+"""The longest budget of one measurement (10 minutes): a measurement ends within a few
+budgets (:meth:`~pytest_ortperf.measure.EngineConfig.cap_s`), and a larger value is far
+more likely a typo (or ``inf``) than a wish to time one model for an hour."""
+
+MAX_THRESHOLD = 10.0
+"""The largest threshold, 1000% (a slowdown to 11 times the time: in effect no timing gate,
+for smoke runs at tiny budgets), and only written with ``%``: a plain number must be below 1,
+since ``5`` is almost always ``5%`` without its ``%``."""
+
+MIN_ALPHA = 1e-6
+"""The smallest significance level: the blocks a gated measurement needs grow like
+log2(1/alpha) (9 at 0.01, 22 at 1e-6, about a thousand at 1e-300), and a measurement stops
+at its hard cap, so a tinier alpha could never be reached."""
+
+_SECONDS = f"more than 0 s and at most {MAX_BUDGET_S:g} s"
+_THRESHOLD = "a fraction above 0 and below 1 such as 0.05, or a percentage up to 1000% such as 5%"
+_ALPHA = f"at least {MIN_ALPHA:g} and below 0.5, such as 0.01 or 1%"
+
+
+def _seconds(value: Any, what: str) -> float:
+    """A duration in seconds, finite, above 0 and at most :data:`MAX_BUDGET_S`."""
+    accepted = f"(accepted: {_SECONDS})"
     try:
+        if isinstance(value, bool):  # float(True) is 1.0
+            raise TypeError
         number = float(value)
     except (TypeError, ValueError):
-        raise pytest.UsageError(f"{what} must be {unit}, got {value!r}") from None
+        raise pytest.UsageError(
+            f"{what} must be a number of seconds, got {value!r} {accepted}"
+        ) from None
+    if math.isnan(number) or math.isinf(number):
+        raise pytest.UsageError(f"{what} must be finite, got {value!r} {accepted}")
     if not number > 0:
-        raise pytest.UsageError(f"{what} must be positive, got {value!r}")
+        raise pytest.UsageError(f"{what} must be positive, got {value!r} {accepted}")
+    if number > MAX_BUDGET_S:
+        raise pytest.UsageError(
+            f"{what} must be at most {MAX_BUDGET_S:g} s, got {value!r} {accepted}"
+        )
     return number
 
 
-def _fraction(value: Any, what: str) -> float:
-    """A positive fraction given as ``0.05`` or ``5%``."""
+def _fraction(value: Any, what: str, accepted: str) -> float:
+    """A positive finite fraction given as ``0.05`` or ``5%``."""
     try:
+        if isinstance(value, bool):
+            raise ValueError(f"must be a fraction such as 0.05 or 5%, got {value!r}")
         number = parse_fraction(value)
     except ValueError as exc:
-        raise pytest.UsageError(f"{what} {exc}") from None
+        raise pytest.UsageError(f"{what} {exc} (accepted: {accepted})") from None
     if not number > 0:
-        raise pytest.UsageError(f"{what} must be positive, got {value!r}")
+        raise pytest.UsageError(f"{what} must be positive, got {value!r} (accepted: {accepted})")
+    return number
+
+
+def _threshold(value: Any, what: str) -> float:
+    """A slowdown threshold: ``0 < t < 1`` as a plain fraction, up to 1000% with ``%``.
+
+    A plain number of 1 or more is refused with the likely fix rather than guessed at: as a
+    fraction, ``5`` is 500% and would pass a tripled time as ``ok``.
+    """
+    number = _fraction(value, what, _THRESHOLD)
+    raw = str(value).strip()
+    if not raw.endswith("%") and number >= 1:
+        raise pytest.UsageError(
+            f"{what}={raw} means {number:.0%}; write {raw}% or {number / 100:g} "
+            f"(accepted: {_THRESHOLD})"
+        )
+    if number > MAX_THRESHOLD:
+        raise pytest.UsageError(
+            f"{what} must be at most {MAX_THRESHOLD:.0%}, got {value!r} (accepted: {_THRESHOLD})"
+        )
     return number
 
 
@@ -72,11 +127,11 @@ class OrtperfConfig:
                 return value, "--" + name.replace("_", "-")
             return config.getini(name), f"ini {name}"
 
-        budget = _positive_float(*option_or_ini("ortperf_budget"))
-        threshold = _fraction(*option_or_ini("ortperf_threshold"))
+        budget = _seconds(*option_or_ini("ortperf_budget"))
+        threshold = _threshold(*option_or_ini("ortperf_threshold"))
         latency_threshold = config.getini("ortperf_latency_threshold")
         latency = (
-            _fraction(latency_threshold, "ini ortperf_latency_threshold")
+            _threshold(latency_threshold, "ini ortperf_latency_threshold")
             if str(latency_threshold).strip()
             else None
         )
@@ -101,8 +156,16 @@ class OrtperfConfig:
         )
 
     def engine_config(self, marker: dict[str, Any]) -> EngineConfig:
-        """The engine settings of one test: the run's, overridden by its marker."""
-        return replace(EngineConfig(budget_s=self.budget_s), **_overrides(marker, "engine"))
+        """The engine settings of one test: the run's, overridden by its marker (a
+        ``block`` longer than the test's budget is a :class:`MarkerError`)."""
+        config = replace(EngineConfig(budget_s=self.budget_s), **_overrides(marker, "engine"))
+        if "block" in marker and config.block_s > config.budget_s:
+            raise MarkerError(
+                f"@pytest.mark.ortperf: block must not be longer than the budget "
+                f"({config.budget_s:g} s), got {marker['block']!r} (accepted: more than 0 s "
+                "and at most the budget)"
+            )
+        return config
 
     def gate_settings(self, marker: dict[str, Any]) -> GateSettings:
         """The gate settings of one test: the run's, overridden by its marker."""
@@ -110,16 +173,26 @@ class OrtperfConfig:
 
 
 def _alpha(value: Any, what: str) -> float:
-    alpha = _fraction(value, what)
+    """A one-sided significance level, :data:`MIN_ALPHA` <= alpha < 0.5."""
+    alpha = _fraction(value, what, _ALPHA)
     if not alpha < 0.5:
-        raise pytest.UsageError(f"{what} must be below 0.5, got {alpha:g}")
+        raise pytest.UsageError(f"{what} must be below 0.5, got {alpha:g} (accepted: {_ALPHA})")
+    if alpha < MIN_ALPHA:
+        from pytest_ortperf.gating.rules import min_blocks_for
+
+        raise pytest.UsageError(
+            f"{what} must be at least {MIN_ALPHA:g}, got {value!r} (accepted: {_ALPHA}): the "
+            "blocks a gated measurement needs before a slowdown can be significant grow like "
+            f"log2(1/alpha) ({min_blocks_for(0.01)} at 0.01, {min_blocks_for(MIN_ALPHA)} at "
+            f"{MIN_ALPHA:g}), and a measurement stops at three times its budget"
+        )
     return alpha
 
 
 MARKER_FIELDS: dict[str, tuple[str, str, Callable[[Any, str], Any]]] = {
-    "budget": ("engine", "budget_s", _positive_float),
-    "block": ("engine", "block_s", _positive_float),
-    "threshold": ("gate", "threshold", _fraction),
+    "budget": ("engine", "budget_s", _seconds),
+    "block": ("engine", "block_s", _seconds),
+    "threshold": ("gate", "threshold", _threshold),
     "alpha": ("gate", "alpha", _alpha),
     "structure": ("gate", "structure", _flag),
     "strict": ("gate", "strict", _flag),

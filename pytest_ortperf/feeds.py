@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import math
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +26,14 @@ ORT_TYPE_TO_DTYPE: dict[str, np.dtype[Any]] = {
 }
 
 Dim = int | str | None
+
+MAX_FEED_BYTES = 2**31
+"""The largest input ``ort_feeds`` generates: 2 GiB (a string counts
+:data:`STRING_ITEM_BYTES`). Larger inputs are refused before any memory is allocated; pass
+them with ``values=``."""
+
+STRING_ITEM_BYTES = 64
+"""What one generated string is counted as: a pointer and a small Python ``str``."""
 
 
 class FeedError(ValueError):
@@ -59,6 +68,20 @@ def _is_symbolic(dim: Dim) -> bool:
     return not isinstance(dim, int) or dim < 0
 
 
+def _is_size(value: object) -> bool:
+    """A non-negative integer (``True`` is an int in Python, but no size)."""
+    return (
+        isinstance(value, int | np.integer)
+        and not isinstance(value, bool | np.bool_)
+        and bool(value >= 0)
+    )
+
+
+def symbolic_dims(specs: Iterable[InputSpec]) -> list[str]:
+    """The names of the symbolic dims of some inputs, sorted (what ``dims=`` can set)."""
+    return sorted({d for s in specs for d in s.shape if isinstance(d, str)})
+
+
 def resolve_shape(
     spec: InputSpec,
     dims: Mapping[str, int],
@@ -67,7 +90,7 @@ def resolve_shape(
     """The concrete shape of one input: ``shapes[name]`` first, else dims resolved by name."""
     if spec.name in shapes:
         given = tuple(shapes[spec.name])
-        if not all(isinstance(d, int | np.integer) and d >= 0 for d in given):
+        if not all(_is_size(d) for d in given):
             raise FeedError(
                 f"input {spec.name!r}: shapes= gives {list(given)}; expected non-negative integers"
             )
@@ -80,7 +103,7 @@ def resolve_shape(
             out.append(int(dim))  # type: ignore[arg-type]
         elif isinstance(dim, str) and dim in dims:
             size = dims[dim]
-            if not isinstance(size, int | np.integer) or size < 0:
+            if not _is_size(size):
                 raise FeedError(
                     f"input {spec.name!r}: axis {axis} is symbolic dim {dim!r}, which dims= "
                     f"sets to {size!r}; expected a non-negative integer"
@@ -124,11 +147,27 @@ def random_array(
     high: float | None = None,
 ) -> np.ndarray[Any, Any]:
     """Random values of a dtype: floats in [low, high) (default [-1, 1)), integers in
-    [low, high) (default [0, 10): integers are often indices), booleans, strings."""
+    [low, high) (default [0, 10): integers are often indices), booleans, strings.
+
+    Generated in the target dtype (float16 through float32), after checking the range and
+    that the array is at most :data:`MAX_FEED_BYTES`: a wrong size or range is a
+    :class:`FeedError`, never numpy's allocation error.
+    """
+    check_size(dtype, shape)
     if dtype.kind == "f":
-        lo = -1.0 if low is None else low
-        hi = 1.0 if high is None else high
-        return rng.uniform(lo, hi, size=shape).astype(dtype)
+        lo = -1.0 if low is None else float(low)
+        hi = 1.0 if high is None else float(high)
+        if lo > hi:
+            note = "" if low is not None and high is not None else " (floats default to [-1, 1))"
+            raise FeedError(f"low={lo:g} is above high={hi:g}{note}")
+        limit = float(np.finfo(dtype).max)
+        if not (abs(lo) <= limit and abs(hi) <= limit and hi - lo <= limit):
+            raise FeedError(f"range [{lo:g}, {hi:g}) does not fit dtype {dtype}")
+        work = np.float32 if dtype.itemsize <= 4 else np.float64
+        values = rng.random(size=shape, dtype=work)
+        values *= hi - lo
+        values += lo
+        return values.astype(dtype, copy=False)
     if dtype.kind in "iu":
         info = np.iinfo(dtype)
         lo_i = 0 if low is None else int(low)
@@ -136,9 +175,9 @@ def random_array(
         lo_i, hi_i = max(lo_i, int(info.min)), min(hi_i, int(info.max) + 1)
         if hi_i <= lo_i:
             raise FeedError(f"empty integer range [{low}, {high}) for dtype {dtype}")
-        return rng.integers(lo_i, hi_i, size=shape, dtype=np.int64).astype(dtype)
+        return rng.integers(lo_i, hi_i, size=shape, dtype=dtype)
     if dtype.kind == "b":
-        return rng.integers(0, 2, size=shape).astype(np.bool_)
+        return rng.integers(0, 2, size=shape, dtype=np.bool_)
     if dtype.kind == "O":
         words = rng.integers(0, 1000, size=shape)
         return (
@@ -147,6 +186,46 @@ def random_array(
             else (np.empty(shape, dtype=object))
         )
     raise FeedError(f"cannot generate random values of dtype {dtype}")
+
+
+def check_size(dtype: np.dtype[Any], shape: Sequence[int]) -> None:
+    """Raise :class:`FeedError` when an array of ``shape`` would exceed
+    :data:`MAX_FEED_BYTES` (checked with Python integers: no overflow, nothing allocated)."""
+    count = math.prod(shape)
+    nbytes = count * (STRING_ITEM_BYTES if dtype.kind == "O" else dtype.itemsize)
+    if nbytes > MAX_FEED_BYTES or any(d > MAX_FEED_BYTES for d in shape):
+        raise FeedError(
+            f"shape {list(shape)} of dtype {dtype} is {count:,} elements "
+            f"({nbytes / 2**30:,.1f} GiB), more than ort_feeds generates (at most "
+            f"{MAX_FEED_BYTES / 2**30:g} GiB per input); use smaller dims or shapes, or pass "
+            "the input with values="
+        )
+
+
+def _check_bound(name: str, value: object) -> None:
+    if value is None:
+        return
+    if (
+        isinstance(value, bool | np.bool_)
+        or not isinstance(value, int | float | np.integer | np.floating)
+        or not math.isfinite(value)
+    ):
+        raise FeedError(f"{name}= must be a finite number, got {value!r}")
+
+
+def check_feed_names(
+    input_names: Sequence[str], feeds: Mapping[str, Any], model: str = "the model"
+) -> None:
+    """Raise :class:`FeedError` when ``feeds`` lack an input or name one the model does
+    not have (a misspelled name would otherwise be dropped without a word)."""
+    missing = [n for n in input_names if n not in feeds]
+    extra = sorted(set(feeds) - set(input_names), key=str)
+    if missing or extra:
+        # "feeds lack input(s) [...] of model ..." as runapi has always said it
+        problems = [f"lack input(s) {missing} of {model}"] if missing else []
+        owner = "it" if missing else model
+        problems += [f"name input(s) {extra} that {owner} does not have"] if extra else []
+        raise FeedError(f"feeds {' and '.join(problems)}; its inputs are {list(input_names)}")
 
 
 def make_feeds(
@@ -168,11 +247,18 @@ def make_feeds(
     values = dict(values or {})
     known = {s.name for s in specs}
     for kind, mapping in (("values", values), ("shapes", shapes)):
-        unknown = sorted(set(mapping) - known)
+        unknown = sorted(set(mapping) - known, key=str)
         if unknown:
             raise FeedError(
                 f"{kind} names unknown input(s) {unknown}; the model's inputs are {sorted(known)}"
             )
+    names = symbolic_dims(specs)
+    unknown = sorted(set(dims) - set(names), key=str)
+    if unknown:
+        have = f"its symbolic dims are {names}" if names else "it has no symbolic dims"
+        raise FeedError(f"dims names dim(s) {unknown} that no input of the model has; {have}")
+    _check_bound("low", low)
+    _check_bound("high", high)
     rng = np.random.default_rng(seed)
     feeds: dict[str, np.ndarray[Any, Any]] = {}
     for spec in specs:

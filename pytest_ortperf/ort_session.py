@@ -14,6 +14,7 @@ from typing import Any
 import onnx
 import onnxruntime as ort
 
+from pytest_ortperf.feeds import check_feed_names
 from pytest_ortperf.results import SessionInfo
 
 OPTIMIZATION_LEVELS: dict[str, ort.GraphOptimizationLevel] = {
@@ -74,8 +75,12 @@ def load_model_bytes(model: ModelLike) -> tuple[bytes, str]:
     if isinstance(model, bytes | bytearray):
         return bytes(model), "<bytes>"
     path = Path(os.fspath(model))
-    if not path.is_file():
+    if path.is_dir():
+        raise IsADirectoryError(f"ONNX model path is a directory, not a model file: {path}")
+    if not path.exists():
         raise FileNotFoundError(f"ONNX model file not found: {path}")
+    if not path.is_file():
+        raise OSError(f"ONNX model path is not a regular file: {path}")
     return path.read_bytes(), path.name
 
 
@@ -184,6 +189,8 @@ class OrtSession:
         return "cuda" if self.settings.providers[0] == "CUDAExecutionProvider" else "cpu"
 
     def run(self, feeds: Mapping[str, Any]) -> list[Any]:
+        """All outputs for ``feeds``, which must name exactly the model's inputs."""
+        check_feed_names(self.input_names, feeds, f"model {self.label}")
         return list(self.sess.run(None, dict(feeds)))
 
     def optimized_model(self) -> onnx.ModelProto:

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import onnxruntime as ort
 
+from pytest_ortperf.feeds import check_feed_names
 from pytest_ortperf.ort_session import OrtSession
 
 APIS: tuple[str, ...] = (
@@ -58,9 +59,7 @@ class OrtBinding:
                 "device='cuda' needs a session with CUDAExecutionProvider; this one has "
                 f"{list(session.settings.providers)}"
             )
-        missing = sorted(set(session.input_names) - set(feeds))
-        if missing:
-            raise ValueError(f"feeds lack input(s) {missing} of model {session.label}")
+        check_feed_names(session.input_names, feeds, f"model {session.label}")
         strings = sorted(n for n in session.input_names if feeds[n].dtype == object)
         if strings:
             raise ValueError(
@@ -135,9 +134,7 @@ def make_call(
     """A zero-argument callable running ``session`` through ``api``, and a function that
     runs it once more and returns its outputs (to check them)."""
     sess = session.sess
-    missing = sorted(set(session.input_names) - set(feeds))
-    if missing:
-        raise ValueError(f"feeds lack input(s) {missing} of model {session.label}")
+    check_feed_names(session.input_names, feeds, f"model {session.label}")
     feeds = {name: feeds[name] for name in session.input_names}
     names = session.output_names
     strings = sorted(n for n, a in feeds.items() if np.asarray(a).dtype.kind == "O")

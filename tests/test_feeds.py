@@ -139,3 +139,16 @@ def test_string_inputs_cannot_be_bound():
         OrtBinding(session, feeds)
     with pytest.raises(ValueError, match=r"feeds lack input\(s\) \['s'\]"):
         make_call(session, {}, "run")
+
+
+def test_timed_calls_refuse_feeds_the_model_does_not_have():
+    from pytest_ortperf import models
+    from pytest_ortperf.runapi import OrtBinding, make_call
+
+    session = OrtSession.create(models.linear_regression(features=4))
+    feeds = make_feeds(input_specs(session.sess), dims={"N": 2})
+    typo = {**feeds, "X_typo": feeds[session.input_names[0]]}
+    with pytest.raises(FeedError, match=r"name input\(s\) \['X_typo'\]"):
+        make_call(session, typo, "run")
+    with pytest.raises(FeedError, match=r"name input\(s\) \['X_typo'\]"):
+        OrtBinding(session, typo)

@@ -70,9 +70,79 @@ def test_measure_spends_the_budget_and_keeps_raw_samples():
 def test_measure_takes_min_blocks_for_slow_calls():
     clock = FakeClock()
     engine = Engine(EngineConfig(budget_s=0.1, min_blocks=5), clock=clock)
-    samples = engine.measure(constant_call(clock, 1_000_000_000))  # 1 s per call
+    samples = engine.measure(constant_call(clock, 40_000_000))  # 40 ms per call
     assert samples.calls_per_block == 1
-    assert len(samples.values) == 5
+    assert len(samples.values) == 5  # the budget alone would end after 3
+
+
+# --------------------------------------------------------------------------- the hard cap
+
+
+def test_hard_cap_is_three_budgets_plus_the_warm_up_bound_per_arm():
+    config = EngineConfig(budget_s=0.5, warmup_s=0.1)
+    assert config.cap_s() == pytest.approx(1.6)
+    assert config.cap_s(2) == pytest.approx(1.7)
+    # The gate's confirmation at twice the budget has twice the cap (warm-up aside).
+    assert Engine(config).scaled(2.0).config.cap_s() == pytest.approx(3.1)
+
+
+def test_hard_cap_stops_min_blocks_of_slow_calls():
+    # A gated run asks for 9 blocks; calls of 30 ms at a 0.05 s budget used to take all 9.
+    clock = FakeClock()
+    config = EngineConfig(budget_s=0.05, min_blocks=9, warmup_s=0.1)
+    call = constant_call(clock, 30_000_000)
+    samples = Engine(config, clock=clock).measure(call)
+    assert 2 <= len(samples.values) < 9
+    assert clock.now / 1e9 <= config.cap_s() + 0.03  # the cap plus the block then running
+
+
+def test_hard_cap_bounds_a_huge_min_blocks():
+    # alpha=1e-300 once asked for ~1000 blocks: 16 s at a 0.05 s budget.
+    clock = FakeClock()
+    config = EngineConfig(budget_s=0.05, min_blocks=1000, warmup_s=0.1)
+    samples = Engine(config, clock=clock).measure(constant_call(clock, 1_000))
+    assert 2 <= len(samples.values) < 20
+    assert clock.now / 1e9 <= config.cap_s() + 2 * config.block_s
+
+
+def test_hard_cap_ends_an_interleaved_measurement_at_a_round():
+    clock = FakeClock()
+    config = EngineConfig(budget_s=0.05, min_blocks=9, warmup_s=0.1)
+    ref, cand = Engine(config, clock=clock).interleave(
+        [constant_call(clock, 50_000_000), constant_call(clock, 60_000_000)]
+    )
+    assert len(ref.values) == len(cand.values)
+    assert 2 <= len(ref.values) < 9
+    # Past the cap: at most the two rounds every measurement takes (here both started
+    # after it, the calibration of the two slow arms having spent it).
+    assert clock.now / 1e9 <= config.cap_s(2) + 2 * (0.05 + 0.06)
+
+
+def test_a_call_slower_than_the_cap_takes_four_calls():
+    # The first (untimed) call, one calibration block of one call, two timed blocks.
+    clock = FakeClock()
+    config = EngineConfig(budget_s=0.05, min_blocks=9)
+    call = constant_call(clock, 10_000_000_000)  # 10 s per call
+    samples = Engine(config, clock=clock).measure(call)
+    assert samples.values == (10.0, 10.0)
+    assert call.count["n"] == 4
+
+
+def test_a_block_far_longer_than_the_budget_is_capped():
+    # block=100 at a 0.05 s budget once took 44 s; the plugin now refuses a block longer
+    # than the budget, and the engine itself stops at the cap.
+    clock = FakeClock()
+    config = EngineConfig(budget_s=0.05, block_s=100.0, min_blocks=9, max_calls_per_block=1000)
+    samples = Engine(config, clock=clock).measure(constant_call(clock, 1_000_000))  # 1 ms
+    assert samples.calls_per_block == 1000  # blocks of 1 s
+    assert len(samples.values) == 2
+    assert clock.now / 1e9 <= 4.0  # first call, 1 ms and 1 s calibration blocks, two blocks
+
+
+def test_engine_config_refuses_non_finite_durations():
+    for kwargs in ({"budget_s": float("inf")}, {"budget_s": float("nan")}, {"block_s": 1e400}):
+        with pytest.raises(ValueError, match="finite"):
+            EngineConfig(**kwargs)
 
 
 class BlockLog(Engine):

@@ -12,8 +12,12 @@ cores, machine fingerprint) and the ``updated`` date. Floats are rounded to 6 si
 digits, keys sorted, and lists of numbers written on one line, so a re-measured entry shows
 as a few changed lines in a pull request.
 
-Writes are atomic (temporary file in the same directory, fsync, ``os.replace``). Nothing
-here imports pytest.
+Writes are atomic (temporary file in the same directory, fsync, ``os.replace``), and an
+update (:func:`update_baseline`) reads, merges and writes a file under its lock
+(``__ortperf__/.<module>.json.lock``, removed again when released), so concurrent runs
+updating different tests of one module keep each other's entries. An update never drops
+what it cannot read: a file that is not valid JSON, has an invalid entry or a newer schema
+is left as it is and reported. Nothing here imports pytest.
 """
 
 from __future__ import annotations
@@ -23,12 +27,12 @@ import datetime
 import json
 import math
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeGuard
 
-from pytest_ortperf.files import write_atomic
+from pytest_ortperf.files import file_lock, remove_stale_temps, write_atomic
 from pytest_ortperf.gating.rules import (
     fingerprint_matches,
     fingerprint_of,
@@ -51,10 +55,26 @@ KINDS = ("compare", "latency")
 ROLES = ("reference", "candidate")
 ENVIRONMENT_KEYS = ("ort_version", "cpu_model", "logical_cores", "fingerprint")
 SESSION_KEYS = ("model", "providers", "optimization", "threads", "spinning")
+LOCK_TIMEOUT_S = 60.0
+"""How long an update waits for another process's update of the same file."""
+MAX_ENTRY_DEPTH = 8
+"""Nesting deeper than this (objects and lists inside an entry) is refused: a valid entry
+nests 4 deep (``sessions`` -> role -> ``providers`` -> list)."""
+SHOWN_KEYS = 5
+"""How many keys a note lists before it says ``... and N more``."""
 
 
 class BaselineError(Exception):
     """A baseline file that cannot be used; the message names the file and the problem."""
+
+    remedy = "fix the file or delete it"
+    """What to do about it before an update can write the file."""
+
+
+class NewerBaselineError(BaselineError):
+    """A baseline file written by a newer pytest-ortperf (a higher ``schema``)."""
+
+    remedy = "upgrade pytest-ortperf (a newer schema is never downgraded)"
 
 
 @dataclass(frozen=True)
@@ -169,34 +189,98 @@ def _is_number(value: Any) -> TypeGuard[float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+def _depth(value: Any) -> int:
+    """How deeply objects and lists nest in ``value`` (0 for a scalar), without recursion."""
+    deepest = 0
+    stack = [(value, 0)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, Mapping):
+            children: Iterable[Any] = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        deepest = max(deepest, level + 1)
+        if deepest > MAX_ENTRY_DEPTH:
+            break
+        stack.extend((child, level + 1) for child in children)
+    return deepest
+
+
 def _check_entry(path: Path, key: str, entry: Any) -> None:
+    """Raise :class:`BaselineError` naming the file, the entry and the field unless ``entry``
+    has the types everything reading it relies on (required fields of its kind; optional
+    ones when present). Unknown fields are kept as they are, if not nested absurdly deep."""
+
     def fail(fieldname: str, problem: str) -> BaselineError:
         return BaselineError(f"{path}: entry {key!r}: field {fieldname!r} {problem}")
 
     if not isinstance(entry, Mapping):
         raise BaselineError(f"{path}: entry {key!r} is not an object")
+    for fieldname, value in entry.items():
+        if _depth(value) > MAX_ENTRY_DEPTH:
+            raise fail(fieldname, f"is nested more than {MAX_ENTRY_DEPTH} levels deep")
     kind = entry.get("kind")
     if kind not in KINDS:
         raise fail("kind", f"must be one of {', '.join(KINDS)}, got {kind!r}")
 
-    def number(fieldname: str, positive: bool = False) -> None:
+    def show(value: Any) -> str:
+        text = repr(value)
+        return text if len(text) <= 60 else text[:57] + "..."
+
+    def positive_number(value: Any) -> bool:
+        return _is_number(value) and math.isfinite(value) and value > 0
+
+    def number(fieldname: str, positive: bool = False, required: bool = True) -> None:
+        if fieldname not in entry and not required:
+            return
         value = entry.get(fieldname)
         if not (_is_number(value) and math.isfinite(value)) or (positive and value <= 0):
             what = "a positive number" if positive else "a number"
-            raise fail(fieldname, f"must be {what}, got {value!r}")
+            raise fail(fieldname, f"must be {what}, got {show(value)}")
 
     def numbers(fieldname: str) -> None:
         value = entry.get(fieldname)
-        if (
-            not isinstance(value, list)
-            or not value
-            or not all(_is_number(v) and math.isfinite(v) and v > 0 for v in value)
-        ):
+        if not isinstance(value, list) or not value or not all(positive_number(v) for v in value):
             raise fail(fieldname, "must be a non-empty list of positive numbers")
 
+    def count(fieldname: str, least: int) -> None:
+        value = entry.get(fieldname, least)
+        if not isinstance(value, int) or isinstance(value, bool) or value < least:
+            raise fail(fieldname, f"must be a whole number of at least {least}, got {show(value)}")
+
+    def by_role(fieldname: str, check: Callable[[Any], bool], what: str) -> None:
+        value = entry.get(fieldname, {})
+        if not isinstance(value, Mapping) or not all(check(v) for v in value.values()):
+            raise fail(fieldname, f"must map roles to {what}")
+
+    def settings(value: Any) -> bool:  # a session's settings (SESSION_KEYS), or null
+        if value is None:
+            return True
+        if not isinstance(value, Mapping):
+            return False
+        providers = value.get("providers", [])
+        return (
+            isinstance(providers, list)
+            and all(isinstance(p, str) for p in providers)
+            and all(_scalar(v) for k, v in value.items() if k != "providers")
+        )
+
+    for name in ("test", "name", "api", "updated"):
+        if name in entry and not isinstance(entry[name], str):
+            raise fail(name, f"must be a string, got {show(entry[name])}")
+    env = entry.get("environment", {})
+    if not isinstance(env, Mapping):
+        raise fail("environment", f"must be an object, got {show(env)}")
+    for name, value in env.items():
+        if not _scalar(value):
+            raise fail("environment", f"must hold plain values, got {name!r}: {show(value)}")
+    count("n", 0)
     if kind == "compare":
         for name in ("ratio", "low", "high"):
             number(name, positive=True)
+        number("confidence", required=False)
         numbers("block_ratios")
         hists = entry.get("op_histograms", {})
         if not isinstance(hists, Mapping) or not all(
@@ -205,11 +289,23 @@ def _check_entry(path: Path, key: str, entry: Any) -> None:
             for h in hists.values()
         ):
             raise fail("op_histograms", "must map roles to {op type: count}")
+        by_role("medians", positive_number, "positive numbers (seconds)")
+        by_role("sessions", settings, "session settings (or null)")
     else:
         numbers("samples")
-    env = entry.get("environment", {})
-    if not isinstance(env, Mapping):
-        raise fail("environment", "must be an object")
+        number("median", positive=True, required=False)
+        count("calls_per_block", 1)
+        session = entry.get("session")
+        if not settings(session):
+            raise fail("session", f"must be session settings or null, got {show(session)}")
+    by_role(
+        OP_SHARES,
+        lambda shares: (
+            isinstance(shares, Mapping)
+            and all(_is_number(v) and math.isfinite(v) for v in shares.values())
+        ),
+        "{op type: share}",
+    )
 
 
 def parse_baseline(text: str, path: Path) -> Baseline:
@@ -221,13 +317,17 @@ def parse_baseline(text: str, path: Path) -> Baseline:
         raise BaselineError(
             f"{path}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}{hint}"
         ) from exc
+    except RecursionError:
+        raise BaselineError(f"{path}: invalid baseline: JSON nested too deeply to read") from None
+    except ValueError as exc:  # e.g. an integer of more digits than Python converts
+        raise BaselineError(f"{path}: invalid JSON: {exc}") from exc
     if not isinstance(data, Mapping):
         raise BaselineError(f"{path}: expected a JSON object at the top level")
     schema = data.get("schema")
     if not isinstance(schema, int) or isinstance(schema, bool) or schema < 1:
         raise BaselineError(f"{path}: missing or invalid 'schema' (expected {SCHEMA_VERSION})")
     if schema > SCHEMA_VERSION:
-        raise BaselineError(
+        raise NewerBaselineError(
             f"{path}: written by a newer pytest-ortperf (schema {schema} > {SCHEMA_VERSION}); "
             "upgrade the plugin"
         )
@@ -435,11 +535,13 @@ def prune_unused(baseline: Baseline, existing_test_ids: set[str]) -> UpdatePlan:
 @dataclass(frozen=True)
 class BaselinePlan:
     """What the end of a run does to the baseline files: the ``writes`` (test module ->
-    the file's new entries; an empty mapping deletes the file) and lines for the terminal
-    summary."""
+    the file's new entries; an empty mapping deletes the file), lines for the terminal
+    summary, and the files an update had to leave as they were (``failed``: their paths
+    as the notes show them; the run fails)."""
 
     writes: Mapping[str, Mapping[str, Mapping[str, Any]]]
     notes: tuple[str, ...]
+    failed: tuple[str, ...] = ()
 
 
 def plan_baselines(
@@ -461,7 +563,9 @@ def plan_baselines(
 
     Without ``update``: report unused entries (tests that no longer exist) unless the run
     is partial. With ``update``: write or refresh the entries of the tests that ran, remove
-    entries they no longer record, and prune those of tests that no longer exist.
+    entries they no longer record, and prune those of tests that no longer exist; a file
+    that could not be read is never replaced (what it holds would be lost): it is named in
+    ``failed``, with a note saying how to fix it.
     """
     recorded: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
     for payload in records:
@@ -475,6 +579,7 @@ def plan_baselines(
 
     writes: dict[str, Mapping[str, Mapping[str, Any]]] = {}
     notes: list[str] = []
+    failed: list[str] = []
     for module in sorted(baselines):
         shown = str(baseline_path(Path(module)))
         loaded = baselines[module]
@@ -482,15 +587,19 @@ def plan_baselines(
             if not update:
                 notes.append(f"baseline NOT read: {loaded}")
                 continue
-            notes.append(f"replacing an unreadable baseline ({loaded})")
-            loaded = Baseline(baseline_path(Path(module)), SCHEMA_VERSION, {})
+            notes.append(
+                f"baseline {shown} NOT updated, left as it was: {loaded}; "
+                f"{loaded.remedy}, then run --ortperf-update again"
+            )
+            failed.append(shown)
+            continue
         if not update:
             if not partial and module in existing:
                 unused = unused_entries(loaded, existing[module])
                 if unused:
                     notes.append(
                         f"{len(unused)} unused baseline entries in {shown} (tests that no "
-                        f"longer exist; --ortperf-update prunes them): {', '.join(unused)}"
+                        f"longer exist; --ortperf-update prunes them): {some_keys(unused)}"
                     )
             continue
         plan = plan_update(loaded, recorded.get(module, {}), ran.get(module, set()))
@@ -505,7 +614,13 @@ def plan_baselines(
             notes.extend(f"  {line}" for line in lines)
         else:
             notes.append(f"baseline {shown} unchanged")
-    return BaselinePlan(writes, tuple(notes))
+    return BaselinePlan(writes, tuple(notes), tuple(failed))
+
+
+def some_keys(keys: Sequence[str], shown: int = SHOWN_KEYS) -> str:
+    """``a, b, c, d, e, ... and 17003 more``: the first ``shown`` keys and how many others."""
+    head = ", ".join(keys[:shown])
+    return head if len(keys) <= shown else f"{head}, ... and {len(keys) - shown} more"
 
 
 def _by_module(nodeids: Iterable[str]) -> dict[str, set[str]]:
@@ -514,6 +629,77 @@ def _by_module(nodeids: Iterable[str]) -> dict[str, set[str]]:
         module, local = split_nodeid(nodeid)
         out[module].add(local)
     return out
+
+
+# --------------------------------------------------------------------------- updating a file
+
+
+def lock_path(path: Path) -> Path:
+    """``__ortperf__/.<module>.json.lock``: the lock of the baseline file ``path``. It
+    exists only while an update holds it (or after a killed one, until the next update of
+    that file, which takes it over and removes it)."""
+    return path.parent / f".{path.name}.lock"
+
+
+@contextlib.contextmanager
+def baseline_lock(path: Path, *, timeout: float | None = None) -> Iterator[None]:
+    """Hold the lock of the baseline file ``path`` (see :func:`pytest_ortperf.files.file_lock`).
+
+    Inside, temp files that a killed writer left beside ``path`` are removed (no one else
+    can be writing this file), and others' once they are stale. On the way out, a
+    ``__ortperf__`` directory left empty (no baseline in it) is removed again. Raises
+    :class:`~pytest_ortperf.files.LockTimeout` (an OSError) naming the lock file and
+    ``path`` when another process holds it longer than ``timeout`` seconds (default
+    :data:`LOCK_TIMEOUT_S`).
+    """
+    path = Path(path)
+    wait = LOCK_TIMEOUT_S if timeout is None else timeout
+    with file_lock(lock_path(path), timeout=wait, what=path):
+        remove_stale_temps(path.parent, owned=(path.name,))
+        yield
+    with contextlib.suppress(OSError):
+        path.parent.rmdir()  # only succeeds when empty
+
+
+def update_baseline(
+    path: Path,
+    module: str,
+    records: Sequence[Mapping[str, Any]],
+    environment: Mapping[str, Any],
+    *,
+    passed: Iterable[str],
+    collected: Iterable[str],
+    partial: bool,
+    timeout: float | None = None,
+) -> BaselinePlan:
+    """``--ortperf-update`` of the baseline file ``path`` of one test ``module``: under the
+    file's lock, read it afresh (another process may have written it since this run read
+    it), plan with :func:`plan_baselines` and write. So two runs updating different tests
+    of one module both keep their entries, whichever writes first.
+
+    Returns the plan (its notes say what changed, or why the file was left as it was: then
+    ``failed`` names it). Raises OSError when the file cannot be written (the old one is
+    kept) or the lock not taken within ``timeout`` seconds (default :data:`LOCK_TIMEOUT_S`).
+    """
+    path = Path(path)
+    with baseline_lock(path, timeout=timeout):
+        loaded: Baseline | BaselineError
+        try:
+            loaded = load_baseline(path)
+        except BaselineError as exc:
+            loaded = exc
+        plan = plan_baselines(
+            {module: loaded},
+            records,
+            environment,
+            passed=passed,
+            collected=collected,
+            update=True,
+            partial=partial,
+        )
+        for entries in plan.writes.values():
+            write_baseline(path, entries)
+    return plan
 
 
 # --------------------------------------------------------------------------- judging
