@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_ortperf.reports.terminal import format_table
 from pytest_ortperf.results import Outcome, Verdict
 from pytest_ortperf.units import (
+    escape_control,
     format_change,
     format_interval,
     format_metric,
@@ -69,7 +70,8 @@ def _text(value: Any) -> str:
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    """Rows aligned under their headers, cut to 100 columns (``reports.terminal.format_table``)."""
+    """Rows aligned under their headers, cut to 100 columns, control characters escaped
+    (``reports.terminal.format_table``)."""
     return "\n".join(format_table(headers, rows))
 
 
@@ -135,7 +137,7 @@ def _history_block(key: tuple[str, ...], series: pd.DataFrame) -> str:
             ]
         )
     title = f"{test}  [{name}]  {kind} via {api}: change of the {what}"
-    return title + "\n" + table(headers, rows)
+    return escape_control(title) + "\n" + table(headers, rows)
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
@@ -620,7 +622,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``ortperf`` command; returns the exit status."""
-    from pytest_ortperf.store import StoreError
+    from pytest_ortperf.store import StoreError, redact_url, resolve_store
 
     parser = build_parser()
     try:
@@ -631,7 +633,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return handler(args)
     except (StoreError, UsageError, ValueError, OSError, RuntimeError) as exc:
-        print(f"ortperf: error: {exc}", file=sys.stderr)
+        # A driver's message may quote the store URL: its credentials never show.
+        store = resolve_store(getattr(args, "store", None), Path.cwd())
+        print(f"ortperf: error: {redact_url(str(exc), store)}", file=sys.stderr)
         return EXIT_USAGE
     except BrokenPipeError:  # `ortperf export | head`
         return EXIT_OK

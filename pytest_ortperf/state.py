@@ -124,7 +124,7 @@ class OrtperfState:
         if not self.settings.enabled or not self.records:
             return
         from pytest_ortperf.env import git_info
-        from pytest_ortperf.store import StoreError, save_run
+        from pytest_ortperf.store import StoreError, redact_url, save_run
 
         target = self.store_target()
         if target is None:
@@ -141,44 +141,84 @@ class OrtperfState:
                 profiles=self.profiles,
             )
         except StoreError as exc:
-            self.notes.append(f"results NOT stored: {exc}")
+            self.notes.append(redact_url(f"results NOT stored: {exc}", target))
         else:
             self.run_id = run_id
-            self.notes.append(f"{len(self.records)} results stored in {target} (run {run_id})")
+            where = redact_url(target, target)
+            self.notes.append(f"{len(self.records)} results stored in {where} (run {run_id})")
 
     def maintain_baselines(self, config: pytest.Config) -> None:
         """``--ortperf-update``: write the baselines of the tests that ran and prune those of
-        tests that no longer exist; otherwise report unused entries (see
-        :func:`~pytest_ortperf.gating.baseline.plan_baselines`)."""
+        tests that no longer exist, each file on its own and under its lock (see
+        :func:`~pytest_ortperf.gating.baseline.update_baseline`); otherwise report unused
+        entries (see :func:`~pytest_ortperf.gating.baseline.plan_baselines`).
+
+        Every file that could not be updated gets its own note; once all the others are
+        written, this raises BaselineError naming them, so the run fails."""
         if not self.settings.enabled:
             return
         from pytest_ortperf.gating.baseline import (
+            Baseline,
             BaselineError,
+            baseline_path,
             plan_baselines,
+            some_keys,
             split_nodeid,
-            write_baseline,
+            update_baseline,
         )
 
-        modules = {split_nodeid(nodeid)[0] for nodeid in self.collected}
-        modules |= {split_nodeid(str(payload["test"]))[0] for payload in self.baseline_records}
-        loaded: dict[str, Baseline | BaselineError] = {}
-        for module in modules:
-            try:
-                loaded[module] = self.baselines.load(self.baselines.path_of(module))
-            except BaselineError as exc:
-                loaded[module] = exc
-        plan = plan_baselines(
-            loaded,
-            self.baseline_records,
-            environment(),
-            passed=self.passed,
-            collected=self.collected,
-            update=self.settings.update,
-            partial=_partial_run(config),
-        )
-        for module, entries in plan.writes.items():
-            write_baseline(self.baselines.path_of(module), entries)
-        self.notes.extend(plan.notes)
+        # Each module is planned with its own records and tests only (one pass over them).
+        records: dict[str, list[dict[str, Any]]] = {}
+        for payload in self.baseline_records:
+            records.setdefault(split_nodeid(str(payload["test"]))[0], []).append(payload)
+        passed: dict[str, set[str]] = {}
+        collected: dict[str, set[str]] = {}
+        for nodeids, by_module in ((self.passed, passed), (self.collected, collected)):
+            for nodeid in nodeids:
+                by_module.setdefault(split_nodeid(nodeid)[0], set()).add(nodeid)
+        update, partial = self.settings.update, _partial_run(config)
+        failed: list[str] = []
+        for module in sorted(collected.keys() | records.keys()):
+            path = self.baselines.path_of(module)
+            if update and (module in records or path.exists()):
+                try:
+                    plan = update_baseline(
+                        path,
+                        module,
+                        records.get(module, []),
+                        environment(),
+                        passed=passed.get(module, set()),
+                        collected=collected.get(module, set()),
+                        partial=partial,
+                    )
+                except Exception as exc:  # this file only: the others are still written
+                    shown = str(baseline_path(Path(module)))
+                    self.notes.append(f"baseline {shown} NOT updated: {type(exc).__name__}: {exc}")
+                    failed.append(shown)
+                    continue
+            else:  # only read (or, updating, no file and nothing to write: no lock needed)
+                loaded: Baseline | BaselineError = Baseline(path)
+                if not update:
+                    try:
+                        loaded = self.baselines.load(path)
+                    except BaselineError as exc:
+                        loaded = exc
+                plan = plan_baselines(
+                    {module: loaded},
+                    records.get(module, []),
+                    environment(),
+                    passed=passed.get(module, set()),
+                    collected=collected.get(module, set()),
+                    update=update,
+                    partial=partial,
+                )
+            self.notes.extend(plan.notes)
+            failed.extend(plan.failed)
+        if failed:
+            raise BaselineError(
+                f"{len(failed)} file{'s' if len(failed) > 1 else ''} left as "
+                f"{'they were' if len(failed) > 1 else 'it was'} (see above): {some_keys(failed)}"
+            )
 
     def results(self, config: pytest.Config, exit_status: int) -> RunResults:
         """What this run measured and judged, for the report files."""

@@ -9,11 +9,13 @@ Schema versions start at 1; ``MIGRATIONS[n]`` upgrades a store from version n to
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import hashlib
 import json
 import math
 import os
+import re
 import sqlite3
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -21,6 +23,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote, quote_plus, unquote, unquote_plus
 
 import numpy as np
 import sqlalchemy as sa
@@ -54,7 +57,154 @@ StorePath = str | os.PathLike[str]
 
 
 class StoreError(Exception):
-    """The store cannot be opened, read or written; the message names the store."""
+    """The store cannot be opened, read or written; the message names the store.
+
+    The message is masked by :func:`redact_url` (with the secrets of ``store``, when given):
+    whatever a driver said, a StoreError never shows a password.
+    """
+
+    def __init__(self, message: str, *, store: StorePath | None = None) -> None:
+        super().__init__(redact_url(message, store))
+
+
+# --------------------------------------------------------------------------------------------
+# Credentials: never shown, never stored
+
+MASK = "***"
+"""What a masked password or secret reads as (SQLAlchemy's ``hide_password`` spelling)."""
+
+SECRET_KEY_PARTS = (
+    "password",
+    "passwd",
+    "passphrase",
+    "secret",
+    "token",
+    "apikey",
+    "api_key",
+    "access_key",
+    "private_key",
+    "credential",
+)
+"""A query or connection-string key holding any of these (case-insensitive, ``-`` read as
+``_``) is a secret: ``password``, ``sslpassword``, ``client_secret``, ``access_token``..."""
+SECRET_KEYS = ("pwd", "pw", "pass", "sig")
+"""Keys that are secrets only when they are the whole key (``pwd=``, SAS ``sig=``)."""
+
+MIN_LITERAL = 4
+"""Known secrets this long or longer are also masked wherever they stand alone in a text
+(a driver's message); shorter ones would mask ordinary words and give themselves away."""
+
+# The patterns start only where a word starts (lookbehind) and passwords are found by
+# position (_passwords): linear time on long texts.
+_SCHEME = re.compile(r"(?<![A-Za-z0-9+.\-])[A-Za-z][A-Za-z0-9+.\-]*://")
+_USER = re.compile(r"[^\s:/]*")
+"""A URL's user name: up to ``:`` (then a password follows) or ``/`` (then none does); it
+may hold ``@``, as SQLAlchemy reads it."""
+_STOPS = re.compile(r"[\s@]")
+_KEY = re.compile(
+    r"(?<![\w.\-])(?:(?P<q>[\"'])(?P<qkey>[\w.\-]+)(?P=q)\s*:|(?P<key>[\w.\-]+)\s*=)\s*"
+)
+"""``KEY=`` in a query string or a libpq/ODBC connection string, ``"KEY":`` in JSON or a
+Python dict; what follows is masked where KEY is a secret (:func:`_secret_key`)."""
+_VALUE = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|[^\s&;]*[^\s&;:,.)\]}'\"]")
+"""A value: quoted, or bare up to a blank, ``&`` or ``;`` (punctuation that ends a sentence
+or a label, ``URL: message``, stays)."""
+
+
+def _secret_key(key: str) -> bool:
+    name = key.lower().replace("-", "_")
+    return name in SECRET_KEYS or any(part in name for part in SECRET_KEY_PARTS)
+
+
+def _variants(secret: str) -> set[str]:
+    """A secret as it may be written: as is, decoded, percent-encoded."""
+    forms = (unquote, unquote_plus, lambda s: quote(s, safe=""), lambda s: quote_plus(s, safe=""))
+    return {secret, *(form(secret) for form in forms)}
+
+
+def _url_secrets(store: StorePath | None) -> set[str]:
+    """The password and secret query values of a store URL (nothing for paths)."""
+    text = "" if store is None else os.fspath(store).strip()
+    if not _SCHEME.match(text):
+        return set()
+    try:
+        url = sa.make_url(text)
+    except (SQLAlchemyError, ValueError, TypeError):
+        return set()
+    found = {url.password} if url.password else set()
+    for name, value in url.query.items():
+        if _secret_key(name):
+            found.update([value] if isinstance(value, str) else value)
+    return {variant for secret in found if secret for variant in _variants(str(secret))}
+
+
+def _unquoted(value: str) -> str:
+    if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+        return re.sub(r"\\(.)", r"\1", value[1:-1])
+    return value
+
+
+def redact_url(text: str, store: StorePath | None = None) -> str:
+    """``text`` with every credential in it masked as ``***``: the password of each URL
+    (``scheme://user:PASSWORD@host``; the user name stays), the values of password-like
+    keys (:data:`SECRET_KEY_PARTS`, :data:`SECRET_KEYS`) in query strings, connection
+    strings and JSON, and the secrets of ``store`` (a store path or URL) or of ``text``
+    itself when it is one URL, wherever they stand alone in the text (at least
+    :data:`MIN_LITERAL` characters). Paths and URLs without credentials are unchanged.
+
+    The one function that masks: every store URL, command line or store message that is
+    shown or stored goes through it.
+    """
+    secrets = _url_secrets(store)
+    if not re.search(r"\s", text.strip()):  # one URL (in a longer text, SQLAlchemy would
+        secrets |= _url_secrets(text)  # read a password into ``host:1/db or x@y``)
+    found = [text[start:end] for start, end in _passwords(text) + _keyed_values(text)]
+    for raw in found:
+        if raw != MASK:
+            secrets |= _variants(raw) | _variants(_unquoted(raw))
+    # Known secrets first, whole (a bare value's end is a guess), then what looks like one.
+    for secret in sorted(secrets, key=len, reverse=True):
+        if len(secret) >= MIN_LITERAL and secret != MASK:
+            alone = rf"(?<![A-Za-z0-9]){re.escape(secret)}(?![A-Za-z0-9])"
+            text = re.sub(alone, MASK, text)
+    return _mask(_mask(text, _passwords), _keyed_values)
+
+
+def _mask(text: str, spans: Callable[[str], list[tuple[int, int]]]) -> str:
+    parts, done = [], 0
+    for start, end in spans(text):
+        parts += [text[done:start], MASK]
+        done = end
+    return "".join([*parts, text[done:]])
+
+
+def _passwords(text: str) -> list[tuple[int, int]]:
+    """Where the passwords of URLs are in ``text``: ``scheme://user:PASSWORD@``, PASSWORD
+    up to the first ``@`` (a blank ends the URL). Linear in the length of ``text``."""
+    stops = [m.start() for m in _STOPS.finditer(text)]
+    spans: list[tuple[int, int]] = []
+    for scheme in _SCHEME.finditer(text):
+        user = _USER.match(text, scheme.end())
+        colon = scheme.end() if user is None else user.end()
+        if text[colon : colon + 1] != ":" or (spans and colon < spans[-1][1]):
+            continue
+        at = bisect.bisect_right(stops, colon)
+        if at < len(stops) and text[stops[at]] == "@" and stops[at] > colon + 1:
+            spans.append((colon + 1, stops[at]))
+    return spans
+
+
+def _keyed_values(text: str) -> list[tuple[int, int]]:
+    """Where the values of secret keys are in ``text`` (a key inside one is not read: the
+    value of any other key is, a URL's query in ``--ortperf-store=URL``)."""
+    spans: list[tuple[int, int]] = []
+    for key in _KEY.finditer(text):
+        if (spans and key.start() < spans[-1][1]) or not _secret_key(key["key"] or key["qkey"]):
+            continue
+        value = _VALUE.match(text, key.end())
+        if value is not None:
+            spans.append(value.span())
+    return spans
 
 
 # --------------------------------------------------------------------------------------------
@@ -195,7 +345,7 @@ def _sqlite_file(url: sa.URL) -> Path | None:
 
 def _label(url: sa.URL) -> str:
     path = _sqlite_file(url)
-    return str(path) if path is not None else url.render_as_string(hide_password=True)
+    return str(path) if path is not None else redact_url(url.render_as_string(hide_password=True))
 
 
 def _explain(exc: BaseException) -> str:
@@ -249,13 +399,14 @@ def _transaction(store: StorePath, *, write: bool) -> Iterator[Connection]:
             try:
                 path.parent.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
-                raise StoreError(f"{label}: cannot create its directory ({exc})") from None
+                msg = f"{label}: cannot create its directory ({exc})"
+                raise StoreError(msg, store=store) from None
         elif not path.is_file():
             raise StoreError(f"{label}: no results store here (run `pytest --ortperf` first)")
     try:
         engine = _engine(url, write=write)
     except (SQLAlchemyError, ImportError) as exc:
-        raise StoreError(f"{label}: cannot open ({exc})") from None
+        raise StoreError(f"{label}: cannot open ({exc})", store=store) from None
     try:
         with engine.begin() as conn:
             _check_schema(conn, label, create=write)
@@ -263,7 +414,7 @@ def _transaction(store: StorePath, *, write: bool) -> Iterator[Connection]:
     except StoreError:
         raise
     except (SQLAlchemyError, sqlite3.Error, OSError) as exc:
-        raise StoreError(f"{label}: {_explain(exc)}") from exc
+        raise StoreError(f"{label}: {_explain(exc)}", store=store) from exc
     finally:
         engine.dispose()
 
@@ -498,7 +649,9 @@ def save_run(
 
     ``started``/``finished`` are epoch seconds; ``git`` is ``env.git_info()``; ``environment``
     is ``env.collect_environment()``; ``profiles`` maps (test id, name) to a per-op summary.
-    Raises StoreError (nothing of this run stored) when the store cannot be written.
+    ``command_line`` is stored with its credentials, and those of ``store``, masked
+    (:func:`redact_url`). Raises StoreError (nothing of this run stored) when the store
+    cannot be written.
     """
     with _transaction(store, write=True) as conn:
         env_id = _environment_id(conn, environment)
@@ -508,7 +661,7 @@ def save_run(
             "commit": git.get("commit"),
             "branch": git.get("branch"),
             "dirty": git.get("dirty"),
-            "command_line": command_line,
+            "command_line": redact_url(command_line, store),
             "environment_id": env_id,
             "extra": {},
         }
@@ -650,6 +803,10 @@ def _frame(rows: Sequence[Any], columns: Sequence[str]) -> pd.DataFrame:
     for col in ("started", "finished"):
         if col in frame.columns:
             frame[col] = pd.to_datetime(frame[col], unit="s", utc=True)
+    if "command_line" in frame.columns:  # stores written before credentials were masked
+        lines = frame["command_line"].tolist()
+        masked = {v: redact_url(v) for v in set(lines) if isinstance(v, str)}
+        frame["command_line"] = [masked[v] if isinstance(v, str) else v for v in lines]
     return frame
 
 
