@@ -1,16 +1,23 @@
 """The ``ortperf`` command: browse, compare, export and prune the results store.
 
-Exit status: 0 success, 1 ``compare`` found a regression, 2 usage or store error.
+Exit status (:data:`EXIT_STATUS`): 0 success, 1 ``compare`` found a regression, 2 usage or
+input error (bad arguments, a store missing, corrupt or unreadable, an output that cannot be
+written), 3 internal error (a bug: a short message and the traceback on stderr).
 New subcommands register a ``_add_<name>(subparsers, common)`` function in ``COMMANDS``.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import errno
 import importlib.util
 import json
 import math
+import os
 import sys
+import tempfile
+import traceback
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -34,12 +41,30 @@ if TYPE_CHECKING:
 EXIT_OK = 0
 EXIT_REGRESSED = 1
 EXIT_USAGE = 2
+EXIT_INTERNAL = 3
+
+EXIT_STATUS = f"""exit status:
+  {EXIT_OK}  success
+  {EXIT_REGRESSED}  `compare` found a regression (only `compare` exits {EXIT_REGRESSED})
+  {EXIT_USAGE}  usage or input error: bad arguments, a store missing, corrupt or unreadable,
+     an output file that cannot be written (one line on stderr)
+  {EXIT_INTERNAL}  internal error: a bug in pytest-ortperf (a message and the traceback on
+     stderr; please report it)"""
+"""The exit codes, as ``ortperf --help`` lists them."""
 
 KEY = ["test", "name", "kind", "api"]
 
 
 class UsageError(Exception):
     """A problem with what the user asked for: one line on stderr, exit status 2."""
+
+
+def _why(exc: OSError) -> str:
+    """An OSError in words; a full disk says so."""
+    text = exc.strerror or str(exc)
+    if exc.errno == errno.ENOSPC:
+        return f"disk full ({text})"
+    return text
 
 
 # --------------------------------------------------------------------------------------------
@@ -102,7 +127,12 @@ def _store(args: argparse.Namespace) -> str:
 def cmd_history(args: argparse.Namespace) -> int:
     from pytest_ortperf.store import read_results
 
-    frame = read_results(_store(args), test=args.test, name=args.name)
+    frame = read_results(
+        _store(args),
+        test=args.test,
+        name=args.name,
+        include_interrupted=args.include_interrupted,
+    )
     if frame.empty:
         print("no stored measurements match", file=sys.stderr)
         return EXIT_OK
@@ -164,8 +194,22 @@ def cmd_runs(args: argparse.Namespace) -> int:
         ]
         for row in frame.to_dict("records")
     ]
+    marked = bool(frame["interrupted"].any())
+    if marked:  # a column of its own only when there is something to mark
+        headers.append("status")
+        for row, interrupted in zip(rows, frame["interrupted"], strict=True):
+            row.append("interrupted" if interrupted else "complete")
     print(table(headers, rows))
+    if marked:
+        print(f"\n{INTERRUPTED_NOTE}")
     return EXIT_OK
+
+
+INTERRUPTED_NOTE = (
+    "interrupted: stopped before all its tests ran (Ctrl-C); its results are partial.\n"
+    "'latest' and 'latest~N' count complete runs only; `compare` and `history` leave "
+    "interrupted\nruns out unless given --include-interrupted."
+)
 
 
 COUNTED = [Outcome.REGRESSED, Outcome.INCONCLUSIVE, Outcome.IMPROVED, Outcome.OK]
@@ -258,11 +302,23 @@ def _change_cells(verdict: Verdict | str, a: dict[str, Any], b: dict[str, Any]) 
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from pytest_ortperf.store import read_results, resolve_run_id
+    from pytest_ortperf.store import interrupted_runs, read_results, resolve_run_id
 
     store = _store(args)
-    run_a = resolve_run_id(store, args.run_a)
-    run_b = resolve_run_id(store, args.run_b)
+    include = args.include_interrupted
+    run_a = resolve_run_id(store, args.run_a, include_interrupted=include)
+    run_b = resolve_run_id(store, args.run_b, include_interrupted=include)
+    partial = sorted({run_a, run_b} & interrupted_runs(store))
+    if partial and not include:
+        if len(partial) == 1:
+            what = f"run {partial[0]} was interrupted (stopped before all its tests ran): its"
+        else:
+            what = "runs {} and {} were interrupted (stopped before all their tests ran): their"
+            what = what.format(*partial)
+        raise UsageError(
+            f"{what} results are partial; --include-interrupted compares "
+            f"{'it' if len(partial) == 1 else 'them'} anyway"
+        )
     a = read_results(store, run=run_a, samples=True).drop_duplicates(KEY, keep="last")
     b = read_results(store, run=run_b, samples=True).drop_duplicates(KEY, keep="last")
     merged = a.merge(b, on=KEY, how="outer", suffixes=("_a", "_b"), indicator=True)
@@ -301,6 +357,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
         f"{(1 - 2 * args.alpha) * 100:g}%: block ratios of run {run_b} against the ratio of\n"
         f"run {run_a} (comparisons), samples of both runs (latencies: same machine and settings)"
     )
+    for run in partial:
+        print(f"run {run} was interrupted: its results are partial")
     return EXIT_REGRESSED if counts[Outcome.REGRESSED.value] else EXIT_OK
 
 
@@ -319,7 +377,25 @@ def _flatten(frame: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def _write_parquet(frame: pd.DataFrame, target: Path) -> None:
+    """``frame`` as a Parquet file written whole or not at all: into a temp file in the
+    same directory, then renamed over ``target`` (removed on any failure)."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    os.close(fd)
+    try:
+        mask = os.umask(0o022)
+        os.umask(mask)
+        os.chmod(tmp, 0o666 & ~mask)  # mkstemp makes 0600
+        frame.to_parquet(tmp, index=False)
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
 def cmd_export(args: argparse.Namespace) -> int:
+    from pytest_ortperf.files import write_atomic
     from pytest_ortperf.store import read_results
 
     if args.format == "parquet":
@@ -327,25 +403,29 @@ def cmd_export(args: argparse.Namespace) -> int:
             raise UsageError("parquet export needs pyarrow: pip install pyarrow")
         if not args.output:
             raise UsageError("parquet is binary: give a file with -o/--output")
+    target = Path(args.output) if args.output else None
+    if target is not None and not target.parent.is_dir():
+        raise UsageError(f"cannot write {target}: no directory {target.parent}")
     frame = read_results(_store(args), test=args.test, name=args.name, samples=args.samples)
-    target = args.output
+    if args.format == "csv":
+        text = _flatten(frame).to_csv(index=False)
+    elif args.format == "json":
+        text = frame.to_json(orient="records", date_format="iso", indent=1) or "[]"
+    else:
+        text = None
+    if target is None:
+        assert text is not None
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+        return EXIT_OK
+    # Whole or not at all: a full disk leaves no empty or partial file, and the old one.
     try:
-        if args.format == "csv":
-            text = _flatten(frame).to_csv(index=False)
-        elif args.format == "json":
-            text = frame.to_json(orient="records", date_format="iso", indent=1) or "[]"
+        if text is None:
+            _write_parquet(_flatten(frame), target)
         else:
-            _flatten(frame).to_parquet(target, index=False)
-            text = None
-        if text is not None:
-            if target:
-                Path(target).write_text(text, encoding="utf-8")
-            else:
-                sys.stdout.write(text if text.endswith("\n") else text + "\n")
+            write_atomic(target, text)
     except OSError as exc:
-        raise UsageError(f"cannot write {target}: {exc.strerror or exc}") from None
-    if target:
-        print(f"wrote {len(frame)} measurements to {target}", file=sys.stderr)
+        raise UsageError(f"cannot write {target}: {_why(exc)}") from None
+    print(f"wrote {len(frame)} measurements to {target}", file=sys.stderr)
     return EXIT_OK
 
 
@@ -367,7 +447,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     try:
         write_atomic(target, build_html(data))
     except OSError as exc:
-        raise UsageError(f"cannot write {target}: {exc.strerror or exc}") from None
+        raise UsageError(f"cannot write {target}: {_why(exc)}") from None
     print(f"wrote the report of run {data.run_id} to {target}", file=sys.stderr)
     return EXIT_OK
 
@@ -426,7 +506,17 @@ def _add_history(sub: Subparsers, common: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--last", type=_positive_int, default=10, metavar="K", help="last K runs (default 10)"
     )
+    _add_include_interrupted(p)
     p.set_defaults(func=cmd_history)
+
+
+def _add_include_interrupted(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--include-interrupted",
+        action="store_true",
+        help="also use runs stopped before all their tests ran (Ctrl-C; `ortperf runs` "
+        "marks them): their results are partial, so they are left out by default",
+    )
 
 
 def _add_runs(sub: Subparsers, common: argparse.ArgumentParser) -> None:
@@ -453,7 +543,10 @@ def _add_compare(sub: Subparsers, common: argparse.ArgumentParser) -> None:
         "machine, ORT version and session settings match. Regressed: the estimated change "
         "exceeds the threshold and is significant at alpha; inconclusive: beyond the "
         "threshold but not significant, or too noisy to tell. Exit status 1 when something "
-        "regressed, 0 otherwise (inconclusive included), 2 on usage or store errors.",
+        "regressed, 0 otherwise (inconclusive included), 2 on usage or store errors, 3 on "
+        "an internal error. 'latest' and 'latest~N' count complete runs only; an "
+        "interrupted run (stopped before all its tests ran) is refused unless "
+        "--include-interrupted.",
     )
     p.add_argument("run_a", metavar="RUN_A", help="baseline run: an id, 'latest' or 'latest~N'")
     p.add_argument("run_b", metavar="RUN_B", help="run to judge: an id, 'latest' or 'latest~N'")
@@ -470,6 +563,7 @@ def _add_compare(sub: Subparsers, common: argparse.ArgumentParser) -> None:
         help="one-sided significance level of the rank tests, as ini ortperf_alpha "
         "(default 0.01); intervals are at confidence 1 - 2 * alpha",
     )
+    _add_include_interrupted(p)
     p.set_defaults(func=cmd_compare)
 
 
@@ -535,12 +629,24 @@ def cmd_profile(args: argparse.Namespace) -> int:
     from pytest_ortperf.ort_session import OrtSession
     from pytest_ortperf.profiling.run import profile_session
 
-    session = OrtSession.create(args.model, optimization=args.optimization, threads=args.threads)
+    try:
+        session = OrtSession.create(
+            args.model, optimization=args.optimization, threads=args.threads
+        )
+    except (RuntimeError, ValueError) as exc:  # ORT could not load it
+        raise UsageError(str(exc)) from None
     try:
         feeds = make_feeds(input_specs(session.sess), dims=dict(args.dim), seed=args.seed)
     except FeedError as exc:
         raise UsageError(f"{exc} (here: --dim NAME=SIZE)") from None
-    profile = profile_session(session, feeds, runs=args.runs, warmup=args.warmup)
+    try:
+        profile = profile_session(session, feeds, runs=args.runs, warmup=args.warmup)
+    except ValueError as exc:  # --runs 0
+        raise UsageError(str(exc)) from None
+    except Exception as exc:
+        if type(exc).__module__.startswith("onnxruntime"):  # the model fails to run
+            raise UsageError(f"onnxruntime could not run {session.label}: {exc}") from None
+        raise
     by_op = profile.by_op()[["op_type", "provider", "mean_us", "share", "count_per_run"]]
     with pd.option_context("display.width", 100, "display.max_rows", 200):
         print(f"{session.label}: {args.runs} runs, optimization={args.optimization}")
@@ -554,6 +660,8 @@ def cmd_profile(args: argparse.Namespace) -> int:
         profile.to_chrome_trace(args.trace)
         print(f"wrote the trace to {args.trace}", file=sys.stderr)
     if args.plot:
+        if importlib.util.find_spec("matplotlib") is None:
+            raise UsageError("--plot needs matplotlib: pip install 'pytest-ortperf[plots]'")
         from pytest_ortperf.profiling.plots import plot_by_op
 
         plot_by_op(profile).savefig(args.plot)
@@ -612,7 +720,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="ortperf",
         description="Browse the performance results that `pytest --ortperf` stored, "
         "or profile a model outside pytest.",
-        epilog="Run `ortperf COMMAND --help` for the options of a command.",
+        epilog=f"{EXIT_STATUS}\n\nRun `ortperf COMMAND --help` for the options of a command.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for add in COMMANDS:
@@ -620,8 +729,22 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _quiet_stdout() -> None:
+    """After a broken pipe: what is left in stdout's buffer goes nowhere, so the flush at
+    exit cannot fail ("Exception ignored ... BrokenPipeError")."""
+    try:
+        fileno = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # not a file (a test's capture)
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, fileno)
+    finally:
+        os.close(devnull)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the ``ortperf`` command; returns the exit status."""
+    """Run the ``ortperf`` command; returns the exit status (:data:`EXIT_STATUS`)."""
     from pytest_ortperf.store import StoreError, redact_url, resolve_store
 
     parser = build_parser()
@@ -630,15 +753,33 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:  # --help (0) and usage errors (2)
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
     handler: Callable[[argparse.Namespace], int] = args.func
-    try:
-        return handler(args)
-    except (StoreError, UsageError, ValueError, OSError, RuntimeError) as exc:
+
+    def shown(text: str) -> str:
         # A driver's message may quote the store URL: its credentials never show.
-        store = resolve_store(getattr(args, "store", None), Path.cwd())
-        print(f"ortperf: error: {redact_url(str(exc), store)}", file=sys.stderr)
-        return EXIT_USAGE
-    except BrokenPipeError:  # `ortperf export | head`
+        return redact_url(text, resolve_store(getattr(args, "store", None), Path.cwd()))
+
+    try:
+        status = handler(args)
+        sys.stdout.flush()  # a broken pipe shows here, not at exit
+        return status
+    except BrokenPipeError:  # `ortperf export | head`: the reader has all it wanted
+        _quiet_stdout()
         return EXIT_OK
+    except (StoreError, UsageError) as exc:
+        print(f"ortperf: error: {shown(str(exc))}", file=sys.stderr)
+        return EXIT_USAGE
+    except OSError as exc:  # a file named on the command line: missing, unreadable...
+        full = "disk full: " if _why(exc).startswith("disk full") else ""
+        print(f"ortperf: error: {full}{shown(str(exc))}", file=sys.stderr)
+        return EXIT_USAGE
+    except Exception as exc:
+        print(
+            f"ortperf: internal error: {shown(f'{type(exc).__name__}: {exc}')}\n"
+            "This is a bug in pytest-ortperf; please report it with the traceback below.",
+            file=sys.stderr,
+        )
+        print(shown(traceback.format_exc()), file=sys.stderr, end="")
+        return EXIT_INTERNAL
 
 
 if __name__ == "__main__":

@@ -164,18 +164,38 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     if hasattr(config, "workerinput"):
         return
     state = config.stash[STATE_KEY]
-    for step, what in ((state.maintain_baselines, "baselines"), (state.save_to_store, "store")):
-        try:
-            step(config)
-        except Exception as exc:  # never an INTERNALERROR: say what failed, fail the run
-            from pytest_ortperf.store import redact_url
-
-            note = f"{what} NOT written: {type(exc).__name__}: {exc}"
-            state.notes.append(redact_url(note, state.store_target()))
-            if session.exitstatus == pytest.ExitCode.OK:
-                session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    # A baseline the user asked to take must be there: one that cannot be written fails
+    # the run (never an INTERNALERROR: a note says what failed).
+    try:
+        state.maintain_baselines(config)
+    except Exception as exc:
+        state.notes.append(_masked(state, f"baselines NOT written: {type(exc).__name__}: {exc}"))
+        if session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    # The store is history: any failure of it is a note and never changes the exit status
+    # (save_to_store never raises; this guard keeps that true whatever happens).
+    interrupted = session.exitstatus == pytest.ExitCode.INTERRUPTED
+    try:
+        state.save_to_store(config, interrupted=interrupted)
+    except Exception as exc:
+        note = f"results NOT stored: unexpected {type(exc).__name__}: {exc}"
+        state.notes.append(_masked(state, note))
     # Report files never change the outcome: what could not be written is a note.
-    state.write_reports(config.stash[REPORT_FILES_KEY], config, int(session.exitstatus))
+    try:
+        state.write_reports(config.stash[REPORT_FILES_KEY], config, int(session.exitstatus))
+    except Exception as exc:
+        state.notes.append(_masked(state, f"reports NOT written: {type(exc).__name__}: {exc}"))
+
+
+def _masked(state: OrtperfState, note: str) -> str:
+    """``note`` with the store's credentials (and any URL password) masked."""
+    from pytest_ortperf.store import redact_url
+
+    try:
+        target = state.store_target()
+    except Exception:  # an unusable store setting: mask what is written as it is
+        target = state.settings.store
+    return redact_url(note, target)
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:

@@ -118,34 +118,54 @@ class OrtperfState:
 
         return resolve_store(self.settings.store, self.rootpath)
 
-    def save_to_store(self, config: pytest.Config) -> None:
-        """Write this run's records to the store in one transaction; a store that cannot be
-        written is reported, never raised: test outcomes stay as they are."""
+    def save_to_store(self, config: pytest.Config, *, interrupted: bool = False) -> None:
+        """Write this run's records to the store in one transaction. ``interrupted``: the
+        run was stopped before all its tests ran (Ctrl-C), so it is stored marked as such.
+
+        Never raises: a store that cannot be written, or any other failure of the store
+        code, is a note ("results NOT stored"), and test outcomes and the exit status stay
+        as they are (the store is history; ``--ortperf-json`` keeps the results too)."""
         if not self.settings.enabled or not self.records:
             return
-        from pytest_ortperf.env import git_info
-        from pytest_ortperf.store import StoreError, redact_url, save_run
+        from pytest_ortperf.store import StoreError, redact_url
 
-        target = self.store_target()
-        if target is None:
-            return
+        target: str | None = None
         try:
-            run_id = save_run(
-                target,
-                started=self.started,
-                finished=time.time(),
-                command_line=" ".join(["pytest", *config.invocation_params.args]),
-                git=git_info(config.rootpath),
-                environment=environment(),
-                records=self.records,
-                profiles=self.profiles,
-            )
+            target = self.store_target()
+            if target is None:
+                return
+            run_id = self._save_run(config, target, interrupted=interrupted)
         except StoreError as exc:
             self.notes.append(redact_url(f"results NOT stored: {exc}", target))
-        else:
-            self.run_id = run_id
-            where = redact_url(target, target)
-            self.notes.append(f"{len(self.records)} results stored in {where} (run {run_id})")
+            return
+        except Exception as exc:  # a bug of ours or of a driver: still only a note
+            note = f"results NOT stored: unexpected {type(exc).__name__}: {exc}"
+            self.notes.append(redact_url(note, target))
+            return
+        self.run_id = run_id
+        where = redact_url(target, target)
+        mark = (
+            ", marked interrupted: `latest`, `ortperf compare` and `ortperf history` leave it out"
+            if interrupted
+            else ""
+        )
+        self.notes.append(f"{len(self.records)} results stored in {where} (run {run_id}{mark})")
+
+    def _save_run(self, config: pytest.Config, target: str, *, interrupted: bool) -> int:
+        from pytest_ortperf.env import git_info
+        from pytest_ortperf.store import save_run
+
+        return save_run(
+            target,
+            started=self.started,
+            finished=time.time(),
+            command_line=" ".join(["pytest", *config.invocation_params.args]),
+            git=git_info(config.rootpath),
+            environment=environment(),
+            records=self.records,
+            profiles=self.profiles,
+            interrupted=interrupted,
+        )
 
     def maintain_baselines(self, config: pytest.Config) -> None:
         """``--ortperf-update``: write the baselines of the tests that ran and prune those of

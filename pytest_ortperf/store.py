@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import errno
 import hashlib
 import json
 import math
 import os
 import re
+import shutil
 import sqlite3
+import stat
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -297,6 +300,10 @@ profile_ops = sa.Table(
     sa.Index("ix_profile_ops_measurement", "measurement_id"),
 )
 
+INTERRUPTED = "interrupted"
+"""Key of ``runs.extra`` (true: the run was stopped before all its tests ran, e.g. by
+Ctrl-C) and column of :func:`list_runs` and :func:`read_results`."""
+
 Migration = Callable[[Connection], None]
 MIGRATIONS: dict[int, Migration] = {}
 """``MIGRATIONS[n]`` upgrades a version-n store to version n + 1 inside the open transaction."""
@@ -348,10 +355,58 @@ def _label(url: sa.URL) -> str:
     return str(path) if path is not None else redact_url(url.render_as_string(hide_password=True))
 
 
-def _explain(exc: BaseException) -> str:
+LOW_DISK_BYTES = 1 << 20
+"""Free space below which an I/O error of SQLite is reported as a full disk."""
+
+_SQLITE_FULL = 13
+"""SQLite's result code SQLITE_FULL (``sqlite3.Error.sqlite_errorcode``, Python 3.11+)."""
+
+
+def _disk_full(orig: BaseException) -> bool:
+    """Whether a driver's error says the disk (or the database's size limit) is full."""
+    if getattr(orig, "sqlite_errorname", None) == "SQLITE_FULL":
+        return True
+    code = getattr(orig, "sqlite_errorcode", None)
+    if isinstance(code, int) and code & 0xFF == _SQLITE_FULL:
+        return True
+    if isinstance(orig, OSError) and orig.errno == errno.ENOSPC:
+        return True
+    if getattr(orig, "sqlstate", None) == "53100":  # PostgreSQL disk_full
+        return True
+    text = str(orig).lower()
+    return any(words in text for words in ("database or disk is full", "no space left on device"))
+
+
+def _io_error(orig: BaseException) -> bool:
+    name = getattr(orig, "sqlite_errorname", None)
+    if isinstance(name, str) and name.startswith("SQLITE_IOERR"):
+        return True
+    return "disk i/o error" in str(orig).lower()
+
+
+def _free_bytes(path: Path | None) -> int | None:
+    """Free bytes on the file system of ``path``'s directory (None when unknown)."""
+    if path is None:
+        return None
+    try:
+        return int(shutil.disk_usage(path.parent).free)
+    except (OSError, ValueError):
+        return None
+
+
+def _explain(exc: BaseException, path: Path | None = None) -> str:
+    """A driver's error in words; ``path`` is the SQLite file (for the free space on its
+    disk when SQLite reports an I/O error)."""
     orig = getattr(exc, "orig", None) or exc
     text = str(orig).strip() or type(orig).__name__
     lowered = text.lower()
+    if _disk_full(orig):
+        return f"disk full: no space left to write the store ({text})"
+    if _io_error(orig):
+        free = _free_bytes(path)
+        if free is not None and path is not None and free < LOW_DISK_BYTES:
+            return f"disk full: {free} bytes free in {path.parent} ({text})"
+        return text
     if "file is not a database" in lowered or "malformed" in lowered:
         return f"not a readable SQLite database, corrupt or another kind of file ({text})"
     if "unable to open database file" in lowered:
@@ -361,6 +416,69 @@ def _explain(exc: BaseException) -> str:
     if "locked" in lowered or "busy" in lowered:
         return f"locked by another process for more than {BUSY_TIMEOUT_MS // 1000} s ({text})"
     return text
+
+
+SQLITE_HEADER = b"SQLite format 3\x00"
+"""The first 16 bytes of every SQLite database file."""
+
+
+def _schema_objects(path: Path, label: str) -> list[tuple[str, str]]:
+    """(type, name) of the tables, views, indexes and triggers of an SQLite file, read on a
+    read-only connection (nothing of the file changes, its journal mode included)."""
+    uri = f"{path.absolute().as_uri()}?mode=ro"
+    try:
+        conn = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_MS / 1000)
+        try:
+            rows = conn.execute(
+                "SELECT type, name FROM sqlite_master WHERE name NOT LIKE 'sqlite\\_%' ESCAPE '\\'"
+            ).fetchall()
+        finally:
+            conn.close()
+    except sqlite3.Error as exc:
+        raise StoreError(f"{label}: {_explain(exc, path)}; left as it was") from None
+    return [(str(kind), str(name)) for kind, name in rows]
+
+
+def _check_sqlite_file(path: Path, label: str) -> None:
+    """Refuse, before any connection that could change it, a file that is not a store.
+
+    Taken: no file, an empty file (0 bytes), an SQLite database with nothing in it (also
+    what a writer killed while creating the store leaves), and a store of ours (its
+    ``schema_version`` and ``runs`` tables). Refused with a StoreError naming the file, its
+    bytes and journal mode left as they are: anything else (another kind of file, another
+    program's SQLite database)."""
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise StoreError(f"{label}: cannot read ({exc.strerror or exc})") from None
+    if not stat.S_ISREG(info.st_mode):
+        raise StoreError(f"{label}: not a file (a directory?), so not a results store")
+    if info.st_size == 0:
+        return
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(len(SQLITE_HEADER))
+    except OSError as exc:
+        raise StoreError(f"{label}: cannot read ({exc.strerror or exc})") from None
+    if head != SQLITE_HEADER:
+        raise StoreError(
+            f"{label}: not a readable SQLite database, corrupt or another kind of file; "
+            "not a pytest-ortperf store, left as it was (give another store path)"
+        )
+    objects = _schema_objects(path, label)
+    tables = {name for kind, name in objects if kind == "table"}
+    if not objects or {schema_version.name, runs.name} <= tables:
+        return
+    names = sorted({name for _, name in objects})
+    shown = ", ".join(repr(name) for name in names[:5])
+    if len(names) > 5:
+        shown += f" and {len(names) - 5} more"
+    raise StoreError(
+        f"{label}: not a pytest-ortperf store (no schema_version table): an SQLite "
+        f"database of something else ({shown}); left as it was (give another store path)"
+    )
 
 
 def _engine(url: sa.URL, *, write: bool) -> Engine:
@@ -401,8 +519,9 @@ def _transaction(store: StorePath, *, write: bool) -> Iterator[Connection]:
             except OSError as exc:
                 msg = f"{label}: cannot create its directory ({exc})"
                 raise StoreError(msg, store=store) from None
-        elif not path.is_file():
+        elif not path.exists():
             raise StoreError(f"{label}: no results store here (run `pytest --ortperf` first)")
+        _check_sqlite_file(path, label)
     try:
         engine = _engine(url, write=write)
     except (SQLAlchemyError, ImportError) as exc:
@@ -414,7 +533,7 @@ def _transaction(store: StorePath, *, write: bool) -> Iterator[Connection]:
     except StoreError:
         raise
     except (SQLAlchemyError, sqlite3.Error, OSError) as exc:
-        raise StoreError(f"{label}: {_explain(exc)}", store=store) from exc
+        raise StoreError(f"{label}: {_explain(exc, path)}", store=store) from exc
     finally:
         engine.dispose()
 
@@ -423,7 +542,10 @@ def _check_schema(conn: Connection, label: str, *, create: bool) -> None:
     """Create a new store, or check the version of an existing one and migrate it."""
     tables = set(sa.inspect(conn).get_table_names())
     if schema_version.name not in tables:
-        if tables & {"runs", "measurements"}:
+        # An SQLite file holds nothing else (a database server may hold other schemas'
+        # tables; ours must not be there already).
+        foreign = tables if conn.dialect.name == "sqlite" else tables & set(metadata.tables)
+        if foreign:
             raise StoreError(f"{label}: not a pytest-ortperf store (no schema_version table)")
         if not create:
             raise StoreError(f"{label}: empty store, no pytest-ortperf results in it")
@@ -644,14 +766,18 @@ def save_run(
     environment: Mapping[str, Any],
     records: Sequence[Record],
     profiles: Mapping[tuple[str, str], Any] | None = None,
+    interrupted: bool = False,
 ) -> int:
     """Store one run and its records in one transaction; returns the new run id.
 
     ``started``/``finished`` are epoch seconds; ``git`` is ``env.git_info()``; ``environment``
     is ``env.collect_environment()``; ``profiles`` maps (test id, name) to a per-op summary.
     ``command_line`` is stored with its credentials, and those of ``store``, masked
-    (:func:`redact_url`). Raises StoreError (nothing of this run stored) when the store
-    cannot be written.
+    (:func:`redact_url`). ``interrupted`` marks a run stopped before all its tests ran
+    (Ctrl-C): its results are partial, and ``latest``, ``ortperf compare``, ``ortperf
+    history`` and the reports' history leave it out unless asked (``"interrupted": true``
+    in ``runs.extra``). Raises StoreError (nothing of this run stored) when the store cannot
+    be written.
     """
     with _transaction(store, write=True) as conn:
         env_id = _environment_id(conn, environment)
@@ -663,7 +789,7 @@ def save_run(
             "dirty": git.get("dirty"),
             "command_line": redact_url(command_line, store),
             "environment_id": env_id,
-            "extra": {},
+            "extra": {INTERRUPTED: True} if interrupted else {},
         }
         run_id = _inserted_id(conn.execute(runs.insert(), run_row))
         try:
@@ -713,16 +839,74 @@ def _json_text(column: sa.ColumnElement[Any]) -> sa.ColumnElement[Any]:
     return sa.type_coerce(column, sa.Text).label(column.key)
 
 
+def _where(run_id: Any = None, measurement_id: Any = None) -> str:
+    """A stored row in words: ``measurement 12 (run 3)``, ``run 3``."""
+    if measurement_id is not None:
+        return f"measurement {measurement_id}" + ("" if run_id is None else f" (run {run_id})")
+    return "a row" if run_id is None else f"run {run_id}"
+
+
+def _damaged(label: str, where: str, column: str, why: str) -> StoreError:
+    return StoreError(f"{label}: {where}, column {column}: {why}; the store is damaged there")
+
+
+class _BadValue(Exception):
+    """A stored value that cannot be decoded: its index and what went wrong."""
+
+    def __init__(self, index: int, why: str) -> None:
+        super().__init__(why)
+        self.index = index
+        self.why = why
+
+
 def _decode_json(values: Sequence[Any]) -> list[Any]:
+    """JSON texts decoded (each distinct one once); raises _BadValue at the first invalid."""
     memo: dict[str, Any] = {}
     out = []
-    for value in values:
+    for index, value in enumerate(values):
         if isinstance(value, str):  # drivers that decode JSON themselves hand over objects
             if value not in memo:
-                memo[value] = json.loads(value)
+                try:
+                    memo[value] = json.loads(value)
+                except ValueError as exc:  # JSONDecodeError, or nesting too deep
+                    raise _BadValue(index, f"not valid JSON ({exc})") from None
             value = memo[value]
+        elif isinstance(value, bytes | bytearray | memoryview):
+            raise _BadValue(index, "binary data where JSON text belongs")
         out.append(value)
     return out
+
+
+def _json_value(value: Any, label: str, where: str, column: str) -> Any:
+    try:
+        return _decode_json([value])[0]
+    except _BadValue as exc:
+        raise _damaged(label, where, column, exc.why) from None
+
+
+def _samples(blob: Any, label: str, where: str, column: str) -> tuple[float, ...]:
+    """:func:`decode_samples` of a stored blob; a damaged one is a StoreError naming it."""
+    if blob is not None and not isinstance(blob, bytes | bytearray | memoryview):
+        why = f"not samples written by pytest-ortperf (a {type(blob).__name__}, not a blob)"
+        raise _damaged(label, where, column, why)
+    try:
+        return decode_samples(None if blob is None else bytes(blob))
+    except (zlib.error, ValueError) as exc:
+        why = f"not samples written by pytest-ortperf ({type(exc).__name__}: {exc})"
+        raise _damaged(label, where, column, why) from None
+
+
+_TIME_RANGE = (-9_223_372_036.0, 9_223_372_036.0)
+"""Epoch seconds that a pandas timestamp (nanoseconds in 64 bits) can hold."""
+
+
+def _seconds(value: Any) -> bool:
+    return (
+        isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and _TIME_RANGE[0] < value < _TIME_RANGE[1]
+    )
 
 
 _RUN_COLUMNS = [
@@ -789,19 +973,55 @@ def _since_clause(since: datetime | str | int | float) -> sa.ColumnElement[bool]
     return runs.c.started >= float(since)
 
 
-def _frame(rows: Sequence[Any], columns: Sequence[str]) -> pd.DataFrame:
+def _interrupted_ids(conn: Connection, label: str) -> set[int]:
+    """Ids of the runs marked interrupted (``runs.extra``); a damaged mark is a
+    StoreError naming the run."""
+    found: set[int] = set()
+    query = sa.select(runs.c.id, _json_text(runs.c.extra)).where(runs.c.extra.is_not(None))
+    for run_id, text in conn.execute(query):
+        extra = _json_value(text, label, _where(run_id), "extra")
+        if extra is None:
+            continue
+        if not isinstance(extra, dict):
+            why = f"a JSON object expected, found {type(extra).__name__}"
+            raise _damaged(label, _where(run_id), "extra", why)
+        if extra.get(INTERRUPTED) is True:
+            found.add(int(run_id))
+    return found
+
+
+def _frame(rows: Sequence[Any], columns: Sequence[str], label: str) -> pd.DataFrame:
+    """Rows as a frame: JSON columns decoded, ``started``/``finished`` as UTC timestamps.
+    A value that cannot be decoded is a StoreError naming the store, the row (its
+    ``run_id``/``measurement_id`` columns) and the column."""
     import pandas as pd
 
+    def where(index: int) -> str:
+        row = rows[index]
+        ids = {col: row[i] for i, col in enumerate(columns) if col.endswith("_id")}
+        return _where(ids.get("run_id"), ids.get("measurement_id"))
+
     data = list(zip(*rows, strict=True)) if rows else [() for _ in columns]
-    frame = pd.DataFrame(
-        {
-            col: _decode_json(values) if col in _JSON_COLUMNS else list(values)
-            for col, values in zip(columns, data, strict=True)
-        },
-        columns=list(columns),
-    )
+    decoded: dict[str, list[Any]] = {}
+    for col, values in zip(columns, data, strict=True):
+        if col in _JSON_COLUMNS:
+            try:
+                decoded[col] = _decode_json(values)
+            except _BadValue as exc:
+                raise _damaged(label, where(exc.index), col, exc.why) from None
+        else:
+            decoded[col] = list(values)
+    frame = pd.DataFrame(decoded, columns=list(columns))
     for col in ("started", "finished"):
         if col in frame.columns:
+            times = frame[col].to_numpy()
+            low, high = _TIME_RANGE
+            numbers = times.dtype.kind in "iuf"  # no text, no None, no bool
+            if not (numbers and np.all((times > low) & (times < high))):
+                for index, value in enumerate(decoded[col]):  # which row, and why
+                    if not _seconds(value):
+                        why = f"not a time in seconds since the epoch ({value!r})"
+                        raise _damaged(label, where(index), col, why)
             frame[col] = pd.to_datetime(frame[col], unit="s", utc=True)
     if "command_line" in frame.columns:  # stores written before credentials were masked
         lines = frame["command_line"].tolist()
@@ -818,13 +1038,17 @@ def read_results(
     since: datetime | str | int | None = None,
     run: int | None = None,
     samples: bool = False,
+    include_interrupted: bool = True,
 ) -> pd.DataFrame:
     """One row per stored measurement, with its run and environment columns, oldest first.
 
     ``store=None`` reads ``DEFAULT_STORE`` in the current directory. ``test`` matches any
     part of the node id; ``name`` matches exactly; ``since`` is a datetime, an ISO string or
     a run id (that run and later ones); ``run`` selects one run id. ``samples=True`` adds
-    ``samples``/``ref_samples`` tuples. ``started``/``finished`` are UTC timestamps.
+    ``samples``/``ref_samples`` tuples. ``started``/``finished`` are UTC timestamps; the
+    ``interrupted`` column is true for the measurements of runs stopped before all their
+    tests ran, which ``include_interrupted=False`` leaves out. A stored value that cannot
+    be decoded raises StoreError naming the row and the column.
     """
     columns: list[Any] = [*_RUN_COLUMNS, *_ENV_COLUMNS, *_MEASUREMENT_COLUMNS]
     if samples:
@@ -846,19 +1070,34 @@ def read_results(
         query = query.where(_since_clause(since))
     if run is not None:
         query = query.where(runs.c.id == run)
+    label = _label(_url(_default(store)))
     with _transaction(_default(store), write=False) as conn:
+        interrupted = _interrupted_ids(conn, label)
+        if interrupted and not include_interrupted:
+            query = query.where(runs.c.id.not_in(sorted(interrupted)))
         result = conn.execute(query)
         keys = list(result.keys())
         rows = result.all()
-    frame = _frame(rows, keys)
+    frame = _frame(rows, keys, label)
+    frame.insert(
+        keys.index("command_line") + 1,
+        INTERRUPTED,
+        [int(run_id) in interrupted for run_id in frame["run_id"]],
+    )
     if samples:
-        frame["samples"] = [decode_samples(b) for b in frame["samples"]]
-        frame["ref_samples"] = [decode_samples(b) for b in frame["ref_samples"]]
+        for col in ("samples", "ref_samples"):
+            frame[col] = [
+                _samples(blob, label, _where(run_id, mid), col)
+                for blob, run_id, mid in zip(
+                    frame[col], frame["run_id"], frame["measurement_id"], strict=True
+                )
+            ]
     return frame
 
 
 def list_runs(store: StorePath | None = None) -> pd.DataFrame:
-    """One row per run, oldest first: ids, times, git state, machine and measurement count."""
+    """One row per run, oldest first: ids, times, git state, machine, measurement count
+    and ``interrupted`` (true: stopped before all its tests ran, its results partial)."""
     count = (
         sa.select(measurements.c.run_id, sa.func.count().label("measurements"))
         .group_by(measurements.c.run_id)
@@ -879,15 +1118,31 @@ def list_runs(store: StorePath | None = None) -> pd.DataFrame:
         )
         .order_by(runs.c.started, runs.c.id)
     )
+    label = _label(_url(_default(store)))
     with _transaction(_default(store), write=False) as conn:
+        interrupted = _interrupted_ids(conn, label)
         result = conn.execute(query)
         keys = list(result.keys())
         rows = result.all()
-    return _frame(rows, keys)
+    frame = _frame(rows, keys, label)
+    frame[INTERRUPTED] = [int(run_id) in interrupted for run_id in frame["run_id"]]
+    return frame
 
 
-def resolve_run_id(store: StorePath | None, spec: str | int) -> int:
-    """A run id from ``spec``: an id, ``latest``, or ``latest~N`` (N runs before the latest)."""
+def interrupted_runs(store: StorePath | None = None) -> set[int]:
+    """Ids of the runs stopped before all their tests ran (their results are partial)."""
+    label = _label(_url(_default(store)))
+    with _transaction(_default(store), write=False) as conn:
+        return _interrupted_ids(conn, label)
+
+
+def resolve_run_id(
+    store: StorePath | None, spec: str | int, *, include_interrupted: bool = False
+) -> int:
+    """A run id from ``spec``: an id, ``latest``, or ``latest~N`` (N runs before the latest).
+
+    ``latest`` and ``latest~N`` count complete runs only, unless ``include_interrupted``;
+    an id is taken as it is (:func:`interrupted_runs` says whether it was interrupted)."""
     text = str(spec).strip()
     label = _label(_url(_default(store)))
     with _transaction(_default(store), write=False) as conn:
@@ -904,15 +1159,17 @@ def resolve_run_id(store: StorePath | None, spec: str | int) -> int:
             back = int(rest)
         else:
             raise StoreError(f"bad run {text!r}: use an id, 'latest' or 'latest~N'")
-        query = (
-            sa.select(runs.c.id)
-            .order_by(runs.c.started.desc(), runs.c.id.desc())
-            .offset(back)
-            .limit(1)
-        )
-        found = conn.execute(query).scalar()
+        skipped = set() if include_interrupted else _interrupted_ids(conn, label)
+        query = sa.select(runs.c.id).order_by(runs.c.started.desc(), runs.c.id.desc())
+        if skipped:
+            query = query.where(runs.c.id.not_in(sorted(skipped)))
+        found = conn.execute(query.offset(back).limit(1)).scalar()
         if found is None:
-            raise StoreError(f"{label}: no run {text!r} (the store has fewer runs)")
+            counted = conn.execute(sa.select(sa.func.count()).select_from(runs)).scalar() or 0
+            why = f"the store has fewer runs: {int(counted) - len(skipped)}"
+            if skipped:
+                why += f" complete, {len(skipped)} interrupted not counted"
+            raise StoreError(f"{label}: no run {text!r} ({why})")
         return int(found)
 
 
@@ -935,11 +1192,12 @@ def read_profiles(store: StorePath | None = None, *, run_id: int | None = None) 
     )
     if run_id is not None:
         query = query.where(measurements.c.run_id == run_id)
+    label = _label(_url(_default(store)))
     with _transaction(_default(store), write=False) as conn:
         result = conn.execute(query)
         keys = list(result.keys())
         rows = result.all()
-    return _frame(rows, keys)
+    return _frame(rows, keys, label)
 
 
 _STORED_KINDS = frozenset({LatencyResult.kind, Comparison.kind, MemoryResult.kind})
@@ -949,23 +1207,24 @@ def _number(value: Any) -> float:
     return math.nan if value is None else float(value)  # SQLite stores NaN as NULL
 
 
-def _record_dict(row: sa.RowMapping) -> dict[str, Any]:
+def _record_dict(row: Mapping[str, Any]) -> dict[str, Any]:
     """The ``to_dict`` form of the record a ``measurements`` row holds (what ``from_dict``
-    reads: summaries are derived from the samples and left out)."""
+    reads: summaries are derived from the samples and left out). ``row`` has its JSON
+    columns and samples decoded."""
     extra = row["extra"] or {}
     head = {key: row[key] for key in _HEAD_COLUMNS}
     if row["kind"] == LatencyResult.kind:
         return {
             **head,
-            "samples": decode_samples(row["samples"]),
+            "samples": row["samples"],
             "calls_per_block": row["calls_per_block"],
             "session": row["session"],
         }
     if row["kind"] == Comparison.kind:
         return {
             **head,
-            "reference": {**extra["reference"], "samples": decode_samples(row["ref_samples"])},
-            "candidate": {**extra["candidate"], "samples": decode_samples(row["samples"])},
+            "reference": {**extra["reference"], "samples": row["ref_samples"]},
+            "candidate": {**extra["candidate"], "samples": row["samples"]},
             "block_ratios": extra["block_ratios"],
             **{key: _number(row[key]) for key in ("ratio", "low", "high", "confidence")},
             "output_diffs": extra["output_diffs"],
@@ -973,15 +1232,34 @@ def _record_dict(row: sa.RowMapping) -> dict[str, Any]:
     return {**extra, **head}
 
 
+def _record(row: sa.RowMapping, label: str) -> Record:
+    """The record a ``measurements`` row holds; a damaged row is a StoreError naming it."""
+    where = _where(row["run_id"], row["id"])
+    decoded = {str(key): value for key, value in row.items()}
+    for col in ("session", "extra"):
+        decoded[col] = _json_value(row[col], label, where, col)
+    for col in ("samples", "ref_samples"):
+        decoded[col] = _samples(row[col], label, where, col)
+    try:
+        return record_from_dict(_record_dict(decoded))
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        why = f"cannot rebuild its {row['kind']} record ({type(exc).__name__}: {exc})"
+        raise _damaged(label, where, "extra", why) from None
+
+
 def load_records(store: StorePath | None, run_id: int) -> list[Record]:
     """The records of one run (latency, compare and memory), rebuilt by their ``from_dict``.
-    Rows of kinds this version does not know are skipped."""
-    query = (
-        sa.select(measurements).where(measurements.c.run_id == run_id).order_by(measurements.c.id)
-    )
+    Rows of kinds this version does not know are skipped; a damaged row is a StoreError
+    naming the store, the measurement and the column."""
+    columns = [
+        _json_text(column) if column.key in ("session", "extra") else column
+        for column in measurements.c
+    ]
+    query = sa.select(*columns).where(measurements.c.run_id == run_id).order_by(measurements.c.id)
+    label = _label(_url(_default(store)))
     with _transaction(_default(store), write=False) as conn:
         rows = conn.execute(query).mappings().all()
-    return [record_from_dict(_record_dict(row)) for row in rows if row["kind"] in _STORED_KINDS]
+    return [_record(row, label) for row in rows if row["kind"] in _STORED_KINDS]
 
 
 # --------------------------------------------------------------------------------------------
@@ -1017,17 +1295,21 @@ def read_history(
     *,
     last: int = 20,
     until: int | None = None,
+    include_interrupted: bool = False,
 ) -> dict[HistoryKey, list[HistoryPoint]]:
     """The stored values of ``keys`` over the last ``last`` runs (up to run ``until``):
-    ratios of comparisons, medians of latencies. Raises StoreError."""
+    ratios of comparisons, medians of latencies. Interrupted runs (their results partial)
+    are left out and not counted, unless ``include_interrupted``. Raises StoreError."""
     wanted = set(keys)
     runs = list_runs(store)
     if until is not None:
         runs = runs[runs["run_id"] <= until]
+    if not include_interrupted:
+        runs = runs[~runs[INTERRUPTED].astype(bool)]
     ids = [int(i) for i in runs["run_id"].tail(max(last, 1))]
     if not ids or not wanted:
         return {}
-    frame = read_results(store, since=min(ids))
+    frame = read_results(store, since=min(ids), include_interrupted=include_interrupted)
     out: dict[HistoryKey, list[HistoryPoint]] = {}
     for record in frame.to_dict("records"):
         row = {str(k): v for k, v in record.items()}

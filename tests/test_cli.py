@@ -406,3 +406,22 @@ def test_profile_a_model_outside_pytest(
     assert main(["profile", "att.onnx"]) == 2
     assert "--dim NAME=SIZE" in capsys.readouterr().err
     assert main(["profile", "att.onnx", "--dim", "B"]) == 2
+
+
+def test_profile_input_errors_exit_2_not_3(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import onnx
+
+    from pytest_ortperf import models
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "garbage.onnx").write_bytes(b"not a model")
+    assert main(["profile", "garbage.onnx"]) == 2
+    assert "could not load model garbage.onnx" in capsys.readouterr().err
+    assert main(["profile", "missing.onnx"]) == 2
+    assert "not found" in capsys.readouterr().err
+    onnx.save(models.attention(), str(tmp_path / "att.onnx"))
+    assert main(["profile", "att.onnx", "--dim", "B=1", "--runs", "0"]) == 2
+    err = capsys.readouterr().err
+    assert "runs must be >= 1" in err and "Traceback" not in err
