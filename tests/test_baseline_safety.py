@@ -307,21 +307,28 @@ def test_update_refuses_an_unreadable_file_and_names_it() -> None:
     assert "upgrade pytest-ortperf" in NewerBaselineError.remedy
 
 
+def damaged(path: Path, damage: str, key: str, field: str, value: Any) -> str:
+    """Damage the baseline file at ``path`` one way (``invalid_entry``: ``field`` of entry
+    ``key`` set to ``value``; ``newer_schema``; ``merge_conflict``) and return its text."""
+    data = json.loads(path.read_text())
+    if damage == "invalid_entry":
+        data["entries"][key][field] = value
+        text = json.dumps(data)
+    elif damage == "newer_schema":
+        data["schema"] = 2
+        data["entries"][key]["new_field"] = {"from": "the future"}
+        text = json.dumps(data)
+    else:
+        text = "<<<<<<< HEAD\n" + path.read_text() + "=======\n{}\n>>>>>>> branch\n"
+    path.write_text(text)
+    return text
+
+
 @pytest.mark.parametrize("damage", ["invalid_entry", "newer_schema", "merge_conflict"])
 def test_update_of_a_file_it_cannot_read_leaves_it_whole(tmp_path: Path, damage: str) -> None:
     path = baseline_path(tmp_path / "test_models.py")
     write_baseline(path, local_entries())
-    data = json.loads(path.read_text())
-    if damage == "invalid_entry":
-        data["entries"]["test_fused::cmp"]["ratio"] = "fast"
-        text = json.dumps(data)
-    elif damage == "newer_schema":
-        data["schema"] = 2
-        data["entries"]["test_fused::cmp"]["new_field"] = {"from": "the future"}
-        text = json.dumps(data)
-    else:
-        text = path.read_text().replace('  "schema": 1', '<<<<<<< HEAD\n  "schema": 1\n>>>>>>> x')
-    path.write_text(text)
+    text = damaged(path, damage, "test_fused::cmp", "ratio", "fast")
     plan = _update(path, "test_fused")
     assert plan.writes == {} and len(plan.failed) == 1
     assert path.read_text() == text
@@ -492,16 +499,7 @@ def test_plugin_update_refuses_a_file_it_cannot_read(
     )
     pytester.runpytest(*RUN, "--ortperf-update").assert_outcomes(passed=2)
     path = pytester.path / "__ortperf__" / "test_perf.json"
-    data = json.loads(path.read_text())
-    if damage == "invalid_entry":
-        data["entries"]["test_b::lr"]["session"] = "abc"
-        text = json.dumps(data)
-    elif damage == "newer_schema":
-        data["schema"] = 2
-        text = json.dumps(data)
-    else:
-        text = "<<<<<<< HEAD\n" + path.read_text() + "=======\n{}\n>>>>>>> branch\n"
-    path.write_text(text)
+    text = damaged(path, damage, "test_b::lr", "session", "abc")
     result = pytester.runpytest(*RUN, "--ortperf-update", "-k", "test_a")
     assert path.read_text() == text
     assert result.ret == pytest.ExitCode.TESTS_FAILED

@@ -106,6 +106,16 @@ def two_runs(tmp_path: Path, first: list[Record], second: list[Record]) -> Path:
     return path
 
 
+def assert_both_rows(out: str, change: str, outcome: str) -> None:
+    """The comparison and the latency of a two-run store both moved by ``change`` and got
+    ``outcome``, and the tally says so."""
+    for text in ("t::c::fused", "t::l::latency"):
+        line = line_of(out, text)
+        assert change in line
+        assert line.endswith(outcome)
+    assert f"2 {outcome}" in out
+
+
 def line_of(out: str, text: str) -> str:
     return next(line for line in out.splitlines() if text in line)
 
@@ -143,11 +153,7 @@ def test_compare_clear_regression_with_tight_samples(
     )
     code, out, err = run(capsys, "compare", "1", "2", "--store", str(path))
     assert code == 1, err
-    for text in ("t::c::fused", "t::l::latency"):
-        line = line_of(out, text)
-        assert "+20.0% [+18.8%, +21.2%]" in line
-        assert line.endswith("regressed")
-    assert "2 regressed" in out
+    assert_both_rows(out, "+20.0% [+18.8%, +21.2%]", "regressed")
     p_value = float(line_of(out, "t::c::fused").split()[-2])
     assert p_value < 0.01
 
@@ -169,11 +175,7 @@ def test_compare_noisy_change_is_inconclusive(
     assert median_b / median_a - 1 > 0.05
     code, out, err = run(capsys, "compare", "1", "2", "--store", str(path))
     assert code == 0, err
-    for text in ("t::c::fused", "t::l::latency"):
-        line = line_of(out, text)
-        assert "+6.0% [" in line
-        assert line.endswith("inconclusive")
-    assert "2 inconclusive" in out
+    assert_both_rows(out, "+6.0% [", "inconclusive")
     assert "regressed" not in out
     # A one-sided alpha of 25% is enough for these p-values (about 0.2): regressed.
     code, out, _ = run(capsys, "compare", "1", "2", "--alpha", "25%", "--store", str(path))

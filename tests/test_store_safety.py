@@ -548,28 +548,35 @@ def test_export_on_a_full_disk_leaves_no_partial_file(
     assert f"cannot write {target}: disk full" in err
 
 
-def test_parquet_export_on_a_full_disk_leaves_no_partial_file(
-    db: Path,
-    tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+@pytest.fixture
+def parquet_writer(monkeypatch: pytest.MonkeyPatch) -> Callable[[Callable[..., None]], None]:
+    """Installs a stand-in ``DataFrame.to_parquet`` and makes pyarrow look installed."""
     import importlib.util
 
     real_find_spec = importlib.util.find_spec
 
     def find_spec(name: str, *args: Any) -> Any:
-        if name == "pyarrow":
-            return real_find_spec("pandas")  # any spec: "installed"
-        return real_find_spec(name, *args)
+        return real_find_spec("pandas") if name == "pyarrow" else real_find_spec(name, *args)
 
+    def install(writer: Callable[..., None]) -> None:
+        monkeypatch.setattr(importlib.util, "find_spec", find_spec)
+        monkeypatch.setattr(pd.DataFrame, "to_parquet", writer)
+
+    return install
+
+
+def test_parquet_export_on_a_full_disk_leaves_no_partial_file(
+    db: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    parquet_writer: Callable[[Callable[..., None]], None],
+) -> None:
     def to_parquet(frame: pd.DataFrame, path: Any, **kwargs: Any) -> None:
         with open(path, "wb") as fh:
             fh.write(b"PAR1" + b"x" * 1000)  # half a file, then the disk is full
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(importlib.util, "find_spec", find_spec)
-    monkeypatch.setattr(pd.DataFrame, "to_parquet", to_parquet)
+    parquet_writer(to_parquet)
     target = tmp_path / "out.parquet"
     before = sorted(p.name for p in tmp_path.iterdir())
     code, _, err = run(
@@ -584,23 +591,16 @@ def test_parquet_export_is_renamed_into_place(
     db: Path,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
-    monkeypatch: pytest.MonkeyPatch,
+    parquet_writer: Callable[[Callable[..., None]], None],
 ) -> None:
     """Without pyarrow here: a stand-in writer shows the file arrives whole and readable."""
-    import importlib.util
-
-    real_find_spec = importlib.util.find_spec
     written: list[str] = []
-
-    def find_spec(name: str, *args: Any) -> Any:
-        return real_find_spec("pandas") if name == "pyarrow" else real_find_spec(name, *args)
 
     def to_parquet(frame: pd.DataFrame, path: Any, **kwargs: Any) -> None:
         written.append(str(path))
         Path(path).write_bytes(b"PAR1 whole file PAR1")
 
-    monkeypatch.setattr(importlib.util, "find_spec", find_spec)
-    monkeypatch.setattr(pd.DataFrame, "to_parquet", to_parquet)
+    parquet_writer(to_parquet)
     target = tmp_path / "out.parquet"
     code, _, err = run(
         capsys, "export", "--format", "parquet", "-o", str(target), "--store", str(db)
