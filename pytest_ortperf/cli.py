@@ -33,6 +33,7 @@ from pytest_ortperf.units import (
     format_ratio_interval,
     format_seconds,
     parse_fraction,
+    threshold_problem,
 )
 
 if TYPE_CHECKING:
@@ -467,14 +468,17 @@ def _positive_int(text: str) -> int:
 
 
 def _fraction(text: str) -> float:
-    """``--threshold``: a fraction ``0.05`` or ``5%`` (``units.parse_fraction``), below 10.
-    Argparse prefixes the option: ``argument --threshold: must be ...``."""
+    """``--threshold``: the plugin's rule (``units.threshold_problem``): a fraction below 1,
+    or a percentage up to 1000%. Argparse prefixes the option: ``argument --threshold: ...``."""
     try:
         value = parse_fraction(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
-    if value >= 10.0:
-        raise argparse.ArgumentTypeError(f"must be a fraction below 10 such as 0.05, got {text!r}")
+    problem = threshold_problem(text, value)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(
+            f"{text.strip()} {problem}" if problem.startswith("means") else problem
+        )
     return value
 
 

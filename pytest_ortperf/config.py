@@ -14,7 +14,7 @@ import pytest
 from pytest_ortperf.gating.settings import GateSettings
 from pytest_ortperf.measure import EngineConfig
 from pytest_ortperf.reports.writer import JSON_FORMATS, ReportFiles
-from pytest_ortperf.units import parse_fraction
+from pytest_ortperf.units import parse_fraction, threshold_problem
 
 MARKER = "ortperf"
 
@@ -27,11 +27,6 @@ MAX_BUDGET_S = 600.0
 """The longest budget of one measurement (10 minutes): a measurement ends within a few
 budgets (:meth:`~pytest_ortperf.measure.EngineConfig.cap_s`), and a larger value is far
 more likely a typo (or ``inf``) than a wish to time one model for an hour."""
-
-MAX_THRESHOLD = 10.0
-"""The largest threshold, 1000% (a slowdown to 11 times the time: in effect no timing gate,
-for smoke runs at tiny budgets), and only written with ``%``: a plain number must be below 1,
-since ``5`` is almost always ``5%`` without its ``%``."""
 
 MIN_ALPHA = 1e-6
 """The smallest significance level: the blocks a gated measurement needs grow like
@@ -85,16 +80,10 @@ def _threshold(value: Any, what: str) -> float:
     fraction, ``5`` is 500% and would pass a tripled time as ``ok``.
     """
     number = _fraction(value, what, _THRESHOLD)
-    raw = str(value).strip()
-    if not raw.endswith("%") and number >= 1:
-        raise pytest.UsageError(
-            f"{what}={raw} means {number:.0%}; write {raw}% or {number / 100:g} "
-            f"(accepted: {_THRESHOLD})"
-        )
-    if number > MAX_THRESHOLD:
-        raise pytest.UsageError(
-            f"{what} must be at most {MAX_THRESHOLD:.0%}, got {value!r} (accepted: {_THRESHOLD})"
-        )
+    problem = threshold_problem(value, number)
+    if problem is not None:
+        named = f"{what}={str(value).strip()}" if problem.startswith("means") else what
+        raise pytest.UsageError(f"{named} {problem} (accepted: {_THRESHOLD})")
     return number
 
 

@@ -86,6 +86,25 @@ def format_interval(low: float, high: float) -> str:
     return f"[{format_change(low)}, {format_change(high)}]"
 
 
+MAX_THRESHOLD = 10.0
+"""The largest slowdown threshold, 1000%, and only written with ``%``."""
+
+
+def threshold_problem(text: object, value: float) -> str | None:
+    """What is wrong with ``value`` (parsed from ``text``) as a slowdown threshold, or None.
+
+    A plain number of 1 or more is refused with the likely fix rather than guessed at: as a
+    fraction, ``5`` is 500% and would pass a tripled time as ``ok``; the answer then starts
+    with ``means``. Written with ``%``, a threshold may reach :data:`MAX_THRESHOLD`.
+    """
+    raw = str(text).strip()
+    if not raw.endswith("%") and value >= 1:
+        return f"means {value:.0%}; write {raw}% or {value / 100:g}"
+    if value > MAX_THRESHOLD:
+        return f"must be at most {MAX_THRESHOLD:.0%}, got {text!r}"
+    return None
+
+
 def parse_fraction(text: object) -> float:
     """A non-negative fraction written ``0.05`` or ``5%``.
 

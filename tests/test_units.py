@@ -200,3 +200,14 @@ def test_ratio_with_interval_and_metric_values() -> None:
     assert format_metric("structure", 7.0) == "7"
     assert format_metric("ratio", math.nan) == "-"
     assert format_bytes(3 * 2**20 + 2**19) == "3.5 MiB"
+
+
+def test_threshold_problem_is_the_one_rule_of_plugin_and_cli() -> None:
+    from pytest_ortperf.units import threshold_problem
+
+    assert threshold_problem("0.05", 0.05) is None
+    assert threshold_problem("5%", 0.05) is None
+    assert threshold_problem("1000%", 10.0) is None
+    assert threshold_problem("5", 5.0) == "means 500%; write 5% or 0.05"
+    assert threshold_problem("1", 1.0) == "means 100%; write 1% or 0.01"
+    assert threshold_problem("1001%", 10.01) == "must be at most 1000%, got '1001%'"
