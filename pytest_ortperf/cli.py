@@ -9,14 +9,12 @@ New subcommands register a ``_add_<name>(subparsers, common)`` function in ``COM
 from __future__ import annotations
 
 import argparse
-import contextlib
 import errno
 import importlib.util
 import json
 import math
 import os
 import sys
-import tempfile
 import traceback
 from collections.abc import Callable, Sequence
 from datetime import datetime
@@ -378,25 +376,8 @@ def _flatten(frame: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def _write_parquet(frame: pd.DataFrame, target: Path) -> None:
-    """``frame`` as a Parquet file written whole or not at all: into a temp file in the
-    same directory, then renamed over ``target`` (removed on any failure)."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    os.close(fd)
-    try:
-        mask = os.umask(0o022)
-        os.umask(mask)
-        os.chmod(tmp, 0o666 & ~mask)  # mkstemp makes 0600
-        frame.to_parquet(tmp, index=False)
-        os.replace(tmp, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-
-
 def cmd_export(args: argparse.Namespace) -> int:
-    from pytest_ortperf.files import write_atomic
+    from pytest_ortperf.files import replacing, write_atomic
     from pytest_ortperf.store import read_results
 
     if args.format == "parquet":
@@ -421,7 +402,8 @@ def cmd_export(args: argparse.Namespace) -> int:
     # Whole or not at all: a full disk leaves no empty or partial file, and the old one.
     try:
         if text is None:
-            _write_parquet(_flatten(frame), target)
+            with replacing(target) as tmp:
+                _flatten(frame).to_parquet(tmp, index=False)
         else:
             write_atomic(target, text)
     except OSError as exc:

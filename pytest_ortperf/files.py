@@ -12,25 +12,36 @@ from collections.abc import Collection, Iterator
 from pathlib import Path
 
 
-def write_atomic(path: Path, text: str, *, mode: int | None = None) -> None:
-    """Write ``text`` to ``path`` through a temp file in the same directory, fsync and a
-    rename, creating missing directories. ``mode`` defaults to the usual file mode
-    (0o666 less the umask); on any failure the temp file is removed and ``path`` is as
-    it was."""
+@contextlib.contextmanager
+def replacing(path: Path, *, mode: int | None = None) -> Iterator[Path]:
+    """A temp file in ``path``'s directory (created with its missing directories) for the
+    block to write; renamed over ``path`` when the block ends, removed when it raises, so
+    ``path`` is the old file or the whole new one. ``mode`` defaults to the usual file
+    mode (0o666 less the umask)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
     try:
         # mkstemp makes 0600
         os.chmod(tmp, 0o666 & ~_umask() if mode is None else mode)
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
+        yield Path(tmp)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+def write_atomic(path: Path, text: str, *, mode: int | None = None) -> None:
+    """Write ``text`` to ``path`` through a temp file in the same directory, fsync and a
+    rename (:func:`replacing`): a reader sees the old file or the new one."""
+    with (
+        replacing(path, mode=mode) as tmp,
+        os.fdopen(os.open(tmp, os.O_WRONLY), "w", encoding="utf-8", newline="\n") as fh,
+    ):
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
 
 
 def append_text(path: Path, text: str) -> None:
