@@ -212,10 +212,12 @@ class OrtSession:
         return dict(self._histogram)
 
     def info(self, *, with_histogram: bool = False) -> SessionInfo:
-        """The record of this session attached to results."""
+        """The record of this session attached to results. ``providers`` are those the
+        session really uses (ORT may append CPU or drop one it could not load), not the
+        requested ``settings.providers``."""
         return SessionInfo(
             model=self.label,
-            providers=self.settings.providers,
+            providers=tuple(self.sess.get_providers()),
             optimization=self.settings.optimization,
             threads=self.settings.threads,
             spinning=self.settings.spinning,
