@@ -4,6 +4,17 @@ A *block* is ``k`` back-to-back calls timed as one, with ``k`` calibrated so a b
 about ``block_s``; a sample is the block's time divided by ``k`` (seconds per call). The
 clock is injectable (``perf_counter_ns`` by default) so the logic is testable with a fake.
 
+Preemption: a block's wall time also counts the time its thread spent waiting while another
+process had the core. Each timed block therefore also reads the calling thread's CPU clock
+(``thread_time_ns``, injectable too); a block whose CPU time is below
+:data:`PREEMPTED_BELOW` of its wall time was *preempted* and is left out of the samples (an
+interleaved round, when any of its blocks was), and the engine measures on until it has
+``min_blocks`` clean ones, within the budget and cap rules. This holds only where the work
+runs on the calling thread: an ORT session with one intra-op thread and no spinning. With
+more threads the calling thread mostly waits for the pool, so its CPU time says nothing of
+the work's; callers then pass ``watch_cpu=False`` (the recorder does) and every block is
+kept, as before.
+
 :class:`TimingEngine` is the one protocol the recorder times through: :class:`Engine` here,
 and :class:`~pytest_ortperf.testing.ScriptedEngine`, which replays given samples.
 """
@@ -23,7 +34,8 @@ Clock = Callable[[], int]
 StopRule = Callable[[Sequence[Sequence[float]]], bool]
 
 CHECK_EVERY = 4
-"""Rounds between two asks of an interleaved measurement's stop rule."""
+"""Rounds between two asks of an interleaved measurement's stop rule, up to 64 rounds; the
+gap doubles with each doubling of the rounds past that (see :func:`asks_stop_rule`)."""
 
 CAP_BUDGETS = 3.0
 """The hard cap of one measurement, in budgets: no block starts once ``CAP_BUDGETS *
@@ -34,6 +46,13 @@ CAPPED_MIN_BLOCKS = 2
 """Timed blocks (rounds) a measurement takes however slow its calls: the statistics need
 two samples."""
 
+PREEMPTED_BELOW = 0.97
+"""A timed block is *preempted* when its thread CPU time is less than this share of its wall
+time: the thread was off the core for more than 3% of the block. Uninterrupted blocks of a
+one-thread ORT session read 0.99 and above (the clock reads and the kernel's own work on
+the thread count as its CPU time); a preemption lasts a scheduler time slice (milliseconds),
+far more than 3% of a block."""
+
 NS = 1e-9
 
 
@@ -42,10 +61,16 @@ class EngineConfig:
     """How long to measure. ``budget_s`` bounds the timed blocks of one measurement (for an
     interleaved measurement: all arms together); warm-up and calibration have their own
     bound, ``warmup_s``, per arm. Whatever ``min_blocks`` asks, a measurement starts no
-    block past its hard cap, :meth:`cap_s`."""
+    block past its hard cap, :meth:`cap_s`.
+
+    ``block_s`` is 2 ms, shorter than a scheduler time slice (a few ms): a block that spans
+    a slice boundary while other processes are runnable is preempted, and such blocks are
+    dropped, so long blocks under load leave almost none. With two busy neighbours on two
+    cores, 20 ms and 5 ms blocks were preempted 60-100% of the time, 2 ms blocks 8-19%
+    (issue 10). Calls slower than a block are timed one per block."""
 
     budget_s: float = 1.0
-    block_s: float = 0.02
+    block_s: float = 0.002
     min_blocks: int = 5
     warmup_s: float = 0.1
     settle_tolerance: float = 0.05
@@ -73,16 +98,41 @@ class EngineConfig:
 
 @dataclass(frozen=True)
 class Samples:
-    """Seconds per call, one value per timed block of ``calls_per_block`` calls."""
+    """Seconds per call, one value per timed block of ``calls_per_block`` calls.
+
+    ``preempted`` counts the timed blocks (rounds, in an interleaved measurement) that a
+    preemption interrupted; ``values`` leaves them out, unless fewer than
+    :data:`CAPPED_MIN_BLOCKS` clean ones were taken before the hard cap: then ``values``
+    holds every block and ``preempted_kept`` is True. ``watched`` says whether preemption
+    was looked for at all (``watch_cpu``); when not, ``preempted`` is 0.
+    """
 
     values: tuple[float, ...]
     calls_per_block: int
+    preempted: int = 0
+    watched: bool = False
+    preempted_kept: bool = False
+    control: Samples | None = None
+    """The control workload's samples, paired by index, of a normalized measurement."""
+
+    @property
+    def blocks(self) -> int:
+        """Timed blocks (rounds) taken, preempted ones included."""
+        return len(self.values) + (0 if self.preempted_kept else self.preempted)
+
+    @property
+    def preempted_share(self) -> float:
+        """Preempted blocks over all timed blocks (0.0 when none were taken)."""
+        return self.preempted / self.blocks if self.blocks else 0.0
 
 
 def asks_stop_rule(rounds: int, min_blocks: int) -> bool:
     """Whether an interleaved measurement asks its stop rule after ``rounds`` rounds: every
-    :data:`CHECK_EVERY` rounds once ``min_blocks`` rounds are done."""
-    return rounds >= min_blocks and rounds % CHECK_EVERY == 0
+    :data:`CHECK_EVERY` rounds once ``min_blocks`` rounds are done, up to 64; then every 8
+    up to 128, every 16 up to 256, and so on. Short blocks make many rounds: this keeps the
+    number of looks (and the cost of the rule, which grows with the rounds) logarithmic."""
+    step = CHECK_EVERY << max(0, (rounds // (8 * CHECK_EVERY)).bit_length() - 1)
+    return rounds >= min_blocks and rounds % step == 0
 
 
 class TimingEngine(Protocol):
@@ -97,28 +147,57 @@ class TimingEngine(Protocol):
         """The same engine with ``factor`` times the budget (the gate's confirmation)."""
         ...
 
-    def measure(self, call: Call) -> Samples:
-        """Samples of one target."""
+    def measure(
+        self,
+        call: Call,
+        *,
+        watch_cpu: bool = True,
+        control: Call | None = None,
+        should_stop: StopRule | None = None,
+    ) -> Samples:
+        """Samples of one target; with ``watch_cpu``, preempted blocks left out. With a
+        ``control``, the target is measured interleaved with it (``Samples.control``), and
+        ``should_stop`` sees ``[control, target]`` values."""
         ...
 
     def interleave(
-        self, calls: Sequence[Call], *, should_stop: StopRule | None = None
+        self,
+        calls: Sequence[Call],
+        *,
+        should_stop: StopRule | None = None,
+        watch_cpu: bool = True,
     ) -> list[Samples]:
-        """Paired samples of several targets; ``should_stop`` may end the rounds early."""
+        """Paired samples of several targets; ``should_stop`` may end the rounds early;
+        with ``watch_cpu``, rounds with a preempted block left out."""
         ...
 
 
 class Engine:
-    """Times zero-argument callables under an :class:`EngineConfig`."""
+    """Times zero-argument callables under an :class:`EngineConfig`.
 
-    def __init__(self, config: EngineConfig | None = None, clock: Clock = time.perf_counter_ns):
+    ``clock`` is the wall clock, ``cpu_clock`` the calling thread's CPU clock (both in
+    nanoseconds). Without a ``cpu_clock``: ``thread_time_ns`` beside the default wall clock,
+    and the wall clock itself beside an injected one, so that a fake wall clock alone sees
+    no preemption.
+    """
+
+    def __init__(
+        self,
+        config: EngineConfig | None = None,
+        clock: Clock = time.perf_counter_ns,
+        cpu_clock: Clock | None = None,
+    ):
         self.config = config or EngineConfig()
         self.clock = clock
+        if cpu_clock is None:
+            cpu_clock = time.thread_time_ns if clock is time.perf_counter_ns else clock
+        self.cpu_clock = cpu_clock
 
     def scaled(self, factor: float) -> Engine:
         """The same engine with ``factor`` times the budget (the gate's confirmation)."""
         budget = self.config.budget_s * factor
-        return Engine(dataclasses.replace(self.config, budget_s=budget), self.clock)
+        config = dataclasses.replace(self.config, budget_s=budget)
+        return Engine(config, self.clock, self.cpu_clock)
 
     def time_block(self, call: Call, k: int) -> float:
         """Seconds per call of ``k`` back-to-back calls."""
@@ -127,6 +206,17 @@ class Engine:
         for _ in range(k):
             call()
         return (clock() - t0) * NS / k
+
+    def timed_block(self, call: Call, k: int, watch_cpu: bool) -> tuple[float, bool]:
+        """One timed block of a measurement (:meth:`time_block`): seconds per call, and
+        whether the block was preempted, its thread CPU time below :data:`PREEMPTED_BELOW`
+        of its wall time (never without ``watch_cpu``: the CPU clock is then not read)."""
+        if not watch_cpu:
+            return self.time_block(call, k), False
+        c0 = self.cpu_clock()
+        per_call = self.time_block(call, k)
+        cpu_ns = self.cpu_clock() - c0
+        return per_call, cpu_ns < PREEMPTED_BELOW * per_call * k / NS
 
     def calibrate(self, call: Call, *, deadline: int | None = None) -> int:
         """Warm ``call`` up and return ``k`` such that a block lasts about ``block_s``.
@@ -171,39 +261,67 @@ class Engine:
         starts no block (:meth:`EngineConfig.cap_s`)."""
         return self.clock() + round(self.config.cap_s(arms) / NS)
 
-    def _another(self, done: int, start: int, deadline: int) -> bool:
-        """Whether to time another block (round) after ``done`` of them, timed since
-        ``start``: until the budget is spent and ``min_blocks`` are done, but none past
-        the deadline once ``CAPPED_MIN_BLOCKS`` are done."""
+    def _another(self, clean: int, done: int, start: int, deadline: int) -> bool:
+        """Whether to time another block (round) after ``done`` of them, ``clean`` of them
+        not preempted, timed since ``start``: until the budget is spent and ``min_blocks``
+        clean ones are done, but none past the deadline once ``CAPPED_MIN_BLOCKS`` are done
+        (clean or not: the cap holds however busy the machine)."""
         if done < CAPPED_MIN_BLOCKS:
             return True
         now = self.clock()
         if now >= deadline:
             return False
-        return done < self.config.min_blocks or (now - start) * NS < self.config.budget_s
+        return clean < self.config.min_blocks or (now - start) * NS < self.config.budget_s
 
-    def measure(self, call: Call) -> Samples:
-        """Blocks of ``call`` until the budget is spent (at least ``min_blocks``, unless
-        the hard cap :meth:`EngineConfig.cap_s` comes first)."""
+    def measure(
+        self,
+        call: Call,
+        *,
+        watch_cpu: bool = True,
+        control: Call | None = None,
+        should_stop: StopRule | None = None,
+    ) -> Samples:
+        """Blocks of ``call`` until the budget is spent (at least ``min_blocks`` clean ones,
+        unless the hard cap :meth:`EngineConfig.cap_s` comes first). With ``watch_cpu``,
+        preempted blocks are left out (see :class:`Samples`); pass False where the work
+        does not run on the calling thread. With a ``control`` workload, the rounds
+        interleave it with ``call`` (a normalized latency): the result carries the
+        control's samples, and ``should_stop`` is asked as by :meth:`interleave`."""
+        if control is not None:
+            reference, target = self.interleave(
+                [control, call], should_stop=should_stop, watch_cpu=watch_cpu
+            )
+            return dataclasses.replace(target, control=reference)
         deadline = self._deadline(1)
         k = self.calibrate(call, deadline=deadline)
         values: list[float] = []
+        preempted: list[bool] = []
+        clean = 0
         start = self.clock()
-        while self._another(len(values), start, deadline):
-            values.append(self.time_block(call, k))
-        return Samples(tuple(values), k)
+        while self._another(clean, len(preempted), start, deadline):
+            value, interrupted = self.timed_block(call, k, watch_cpu)
+            values.append(value)
+            preempted.append(interrupted)
+            clean += not interrupted
+        return _kept([values], [k], preempted, watch_cpu)[0]
 
     def interleave(
-        self, calls: Sequence[Call], *, should_stop: StopRule | None = None
+        self,
+        calls: Sequence[Call],
+        *,
+        should_stop: StopRule | None = None,
+        watch_cpu: bool = True,
     ) -> list[Samples]:
         """Blocks of every call, in rounds, in a shuffled order per round (ABBA for two).
 
         Round ``i`` gives one sample per call, so samples of different calls pair up by
-        index and machine drift hits every arm alike. ``should_stop(values_per_call)`` is
-        asked every ``CHECK_EVERY`` rounds once ``min_blocks`` rounds are done: True ends the
-        measurement before the budget is spent (the adaptive stop of the gate). The hard
-        cap :meth:`EngineConfig.cap_s` ends it, at the end of a round, even before
-        ``min_blocks`` rounds.
+        index and machine drift hits every arm alike. With ``watch_cpu``, a round any of
+        whose blocks was preempted is left out of every arm (the pairs stay pairs), and
+        rounds go on until ``min_blocks`` clean ones are done. ``should_stop(values_per_call)``
+        is asked with the clean rounds, when their count is one :func:`asks_stop_rule` names:
+        True ends the measurement before the budget is spent (the adaptive stop of
+        the gate). The hard cap :meth:`EngineConfig.cap_s` ends it, at the end of a round,
+        even before ``min_blocks`` rounds.
         """
         if len(calls) < 2:
             raise ValueError("interleave needs at least two calls")
@@ -213,23 +331,50 @@ class Engine:
         rng = random.Random(cfg.seed)
         order = list(range(len(calls)))
         values: list[list[float]] = [[] for _ in calls]
+        clean: list[list[float]] = [[] for _ in calls]
+        preempted: list[bool] = []
         start = self.clock()
-        rounds = 0
-        while self._another(rounds, start, deadline):
+        while self._another(len(clean[0]), len(preempted), start, deadline):
             if len(calls) == 2:
-                order = [0, 1] if rounds % 2 == 0 else [1, 0]
+                order = [0, 1] if len(preempted) % 2 == 0 else [1, 0]
             else:
                 rng.shuffle(order)
+            interrupted = False
             for i in order:
-                values[i].append(self.time_block(calls[i], ks[i]))
-            rounds += 1
+                value, hit = self.timed_block(calls[i], ks[i], watch_cpu)
+                values[i].append(value)
+                interrupted = interrupted or hit
+            preempted.append(interrupted)
+            if interrupted:
+                continue
+            for arm, arm_values in zip(clean, values, strict=True):
+                arm.append(arm_values[-1])
             if (
                 should_stop is not None
-                and asks_stop_rule(rounds, cfg.min_blocks)
-                and should_stop(values)
+                and asks_stop_rule(len(clean[0]), cfg.min_blocks)
+                and should_stop(clean)
             ):
                 break
-        return [Samples(tuple(v), k) for v, k in zip(values, ks, strict=True)]
+        return _kept(values, ks, preempted, watch_cpu)
+
+
+def _kept(
+    values: Sequence[Sequence[float]], ks: Sequence[int], preempted: Sequence[bool], watched: bool
+) -> list[Samples]:
+    """The samples of each arm: ``values[arm][round]`` less the preempted rounds, or all of
+    them where fewer than ``CAPPED_MIN_BLOCKS`` rounds were clean."""
+    dropped = sum(preempted)
+    kept_all = len(preempted) - dropped < CAPPED_MIN_BLOCKS and dropped > 0
+    return [
+        Samples(
+            tuple(v for v, hit in zip(arm, preempted, strict=True) if kept_all or not hit),
+            k,
+            preempted=dropped,
+            watched=watched,
+            preempted_kept=kept_all,
+        )
+        for arm, k in zip(values, ks, strict=True)
+    ]
 
 
 def smoke(call: Call, clock: Clock = time.perf_counter_ns) -> Samples:

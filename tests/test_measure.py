@@ -2,7 +2,7 @@
 
 import pytest
 
-from pytest_ortperf.measure import Engine, EngineConfig, smoke
+from pytest_ortperf.measure import PREEMPTED_BELOW, Engine, EngineConfig, smoke
 
 
 class FakeClock:
@@ -99,7 +99,7 @@ def test_hard_cap_stops_min_blocks_of_slow_calls():
 def test_hard_cap_bounds_a_huge_min_blocks():
     # alpha=1e-300 once asked for ~1000 blocks: 16 s at a 0.05 s budget.
     clock = FakeClock()
-    config = EngineConfig(budget_s=0.05, min_blocks=1000, warmup_s=0.1)
+    config = EngineConfig(budget_s=0.05, block_s=0.02, min_blocks=1000, warmup_s=0.1)
     samples = Engine(config, clock=clock).measure(constant_call(clock, 1_000))
     assert 2 <= len(samples.values) < 20
     assert clock.now / 1e9 <= config.cap_s() + 2 * config.block_s
@@ -275,3 +275,250 @@ def test_both_engines_satisfy_the_timing_engine_protocol():
     assert set(members) == {"clock", "scaled", "measure", "interleave"}
     for engine in (Engine(), ScriptedEngine()):
         assert all(hasattr(engine, m) for m in members)
+
+
+# --------------------------------------------------------------------------- preemption
+
+
+class Machine:
+    """A fake wall clock and a fake thread CPU clock. A call advances both; after each
+    ``period_ns`` of the thread's CPU time the scheduler gives the core away for
+    ``slice_ns``, which advances the wall clock only (at the start of the next call)."""
+
+    def __init__(self, period_ns: int = 0, slice_ns: int = 3_000_000) -> None:
+        self.wall = FakeClock()
+        self.cpu = FakeClock()
+        self.period_ns = period_ns
+        self.slice_ns = slice_ns
+        self.cpu_reads = 0
+
+    def cpu_clock(self) -> int:
+        self.cpu_reads += 1
+        return self.cpu.now
+
+    def call(self, ns: int, *, cpu_share: float = 1.0):
+        def run():
+            period = self.period_ns
+            if period and self.cpu.now // period != (self.cpu.now + ns) // period:
+                self.wall.now += self.slice_ns
+            self.wall.now += ns
+            self.cpu.now += round(ns * cpu_share)
+
+        return run
+
+    def engine(self, config: EngineConfig, cls=Engine):
+        return cls(config, clock=self.wall, cpu_clock=self.cpu_clock)
+
+
+class FlagLog(Engine):
+    """An engine that logs each timed block's value and preemption flag."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.timed = []
+
+    def timed_block(self, call, k, watch_cpu):
+        value, hit = super().timed_block(call, k, watch_cpu)
+        self.timed.append((value, hit))
+        return value, hit
+
+
+def test_preempted_blocks_are_dropped_and_counted():
+    machine = Machine(period_ns=7_000_000)  # a 3 ms slice lost every 7 ms
+    config = EngineConfig(budget_s=0.2, block_s=0.002, warmup_s=0.0)
+    engine = machine.engine(config, FlagLog)
+    samples = engine.measure(machine.call(10_000))
+    flags = [hit for _, hit in engine.timed]
+    assert samples.watched and not samples.preempted_kept
+    assert 0 < samples.preempted == sum(flags) < len(flags)
+    assert samples.blocks == len(flags)
+    assert samples.preempted_share == pytest.approx(sum(flags) / len(flags))
+    assert samples.values == tuple(v for v, hit in engine.timed if not hit)
+    assert samples.values == pytest.approx([10e-6] * len(samples.values))  # clean blocks only
+    assert max(v for v, _ in engine.timed) > 1.5 * 10e-6  # the dropped ones were slower
+
+
+def test_the_preemption_threshold():
+    for share, preempted in ((0.98, 0), (PREEMPTED_BELOW + 0.001, 0), (0.96, 1)):
+        machine = Machine()
+        engine = machine.engine(EngineConfig(budget_s=0.01, block_s=0.001, warmup_s=0.0))
+        samples = engine.measure(machine.call(100_000, cpu_share=share), watch_cpu=True)
+        assert bool(samples.preempted) == bool(preempted), share
+
+
+def test_shorter_blocks_are_preempted_less_often():
+    shares = {}
+    for block_s in (0.02, 0.002):
+        machine = Machine(period_ns=6_000_000)
+        config = EngineConfig(budget_s=0.5, block_s=block_s, warmup_s=0.0)
+        shares[block_s] = machine.engine(config).measure(machine.call(20_000)).preempted_share
+    assert shares[0.02] > 0.9 and shares[0.002] < 0.5
+
+
+def test_measure_goes_on_until_min_blocks_are_clean():
+    # Every other block is preempted; the budget alone would stop after ~5 blocks.
+    machine = Machine()
+    calls = {"n": 0}
+
+    def call():
+        calls["n"] += 1
+        machine.wall.now += 1_000_000
+        machine.cpu.now += 1_000_000 if (calls["n"] // 2) % 2 else 500_000
+
+    config = EngineConfig(budget_s=0.005, block_s=0.002, min_blocks=6, warmup_s=0.0)
+    samples = machine.engine(config).measure(call)
+    assert len(samples.values) >= 6 and samples.preempted >= 5
+    assert samples.values == pytest.approx([1e-3] * len(samples.values))
+
+
+def test_interleave_drops_whole_rounds_and_keeps_the_pairs():
+    machine = Machine(period_ns=5_000_000)
+    config = EngineConfig(budget_s=0.2, block_s=0.001, warmup_s=0.0)
+    engine = machine.engine(config, FlagLog)
+    ref, cand = engine.interleave([machine.call(1_000), machine.call(1_100)])
+    rounds = [a[1] or b[1] for a, b in zip(engine.timed[::2], engine.timed[1::2])]
+    assert ref.preempted == cand.preempted == sum(rounds) > 0
+    assert len(ref.values) == len(cand.values) == rounds.count(False)
+    # A preempted block in either arm drops the round: every kept pair is exact.
+    assert [c / r for r, c in zip(ref.values, cand.values)] == pytest.approx(
+        [1.1] * len(ref.values)
+    )
+    assert ref.values == pytest.approx([1e-6] * len(ref.values))
+
+
+def test_interleave_asks_the_stop_rule_on_clean_rounds():
+    machine = Machine(period_ns=3_000_000, slice_ns=1_000_000)
+    config = EngineConfig(budget_s=0.5, block_s=0.001, warmup_s=0.0, min_blocks=9)
+    seen = []
+
+    def stop(values):
+        seen.append([list(v) for v in values])
+        return len(values[0]) >= 20
+
+    ref, _ = machine.engine(config).interleave(
+        [machine.call(1_000), machine.call(2_000)], should_stop=stop
+    )
+    assert [len(v[0]) for v in seen] == [12, 16, 20]
+    assert all(x == pytest.approx(1e-6) for x in seen[-1][0])
+    assert len(ref.values) == 20 and ref.preempted > 0
+
+
+def test_fallback_keeps_preempted_blocks_at_the_cap():
+    # Every block is preempted (the thread gets half the core): rather than nothing, the
+    # blocks taken before the cap, with the count saying what they are.
+    machine = Machine()
+    config = EngineConfig(budget_s=0.02, block_s=0.002, min_blocks=9, warmup_s=0.01)
+    samples = machine.engine(config).measure(machine.call(100_000, cpu_share=0.5))
+    assert samples.preempted_kept and samples.watched
+    assert samples.preempted == len(samples.values) == samples.blocks >= 2
+    assert samples.preempted_share == 1.0
+    assert machine.wall.now / 1e9 <= config.cap_s() + 2 * config.block_s
+    ref, cand = machine.engine(config).interleave(
+        [machine.call(100_000, cpu_share=0.5), machine.call(100_000)]
+    )
+    assert ref.preempted_kept and cand.preempted_kept
+    assert ref.preempted == len(ref.values) == len(cand.values) >= 2
+
+
+def test_watch_cpu_false_keeps_every_block_and_reads_no_cpu_clock():
+    machine = Machine(period_ns=7_000_000)
+    config = EngineConfig(budget_s=0.1, block_s=0.002, warmup_s=0.0)
+    samples = machine.engine(config).measure(machine.call(10_000), watch_cpu=False)
+    assert samples.preempted == 0 and not samples.watched and not samples.preempted_kept
+    assert max(samples.values) > 1.5 * 10e-6  # the preempted blocks are in
+    ref, _ = machine.engine(config).interleave(
+        [machine.call(10_000), machine.call(10_000)], watch_cpu=False
+    )
+    assert ref.preempted == 0 and max(ref.values) > 1.5 * 10e-6
+    assert machine.cpu_reads == 0
+
+
+def test_cpu_clock_defaults():
+    import time
+
+    assert Engine().cpu_clock is time.thread_time_ns
+    clock = FakeClock()
+    assert Engine(clock=clock).cpu_clock is clock  # a fake wall clock alone: no preemption
+    machine = Machine()
+    scaled = machine.engine(EngineConfig()).scaled(2.0)
+    assert scaled.clock is machine.wall and scaled.cpu_clock == machine.cpu_clock
+
+
+def test_real_clocks_see_no_preemption_in_an_idle_loop():
+    # Pure computation on this thread: the two clocks agree unless the machine is busy,
+    # so only the bookkeeping is asserted.
+    def spin():
+        sum(range(200))
+
+    samples = Engine(EngineConfig(budget_s=0.05, block_s=0.002, warmup_s=0.01)).measure(spin)
+    assert samples.watched
+    assert samples.blocks == len(samples.values) + samples.preempted
+
+
+def test_scripted_engine_scripts_preempted_counts():
+    from pytest_ortperf.testing import ScriptedEngine
+
+    engine = ScriptedEngine(
+        measure=[[1.0, 1.0]], interleave=[[[1.0] * 3, [2.0] * 3]], preempted=[4, 1]
+    )
+    first = engine.measure(lambda: None)
+    assert first.preempted == 4 and first.watched
+    ref, cand = engine.interleave([lambda: None, lambda: None], watch_cpu=True)
+    assert ref.preempted == cand.preempted == 1
+    unwatched = engine.measure(lambda: None, watch_cpu=False)
+    assert unwatched.preempted == 0 and not unwatched.watched
+    assert engine.watch_cpu == [True, True, False]
+    assert ScriptedEngine(measure=[[1.0]]).measure(lambda: None).preempted == 0
+
+
+def test_latency_records_carry_the_preempted_count():
+    from pytest_ortperf.results import LatencyResult, record_from_dict
+
+    result = LatencyResult("t", "n", "run", (1.0, 2.0, 3.0), 10, True, preempted=2)
+    data = result.to_dict()
+    assert data["preempted"] == 2 and data["preempted_kept"] is False
+    assert record_from_dict(data) == result
+    assert result.preempted_share == pytest.approx(0.4)
+    old = {k: v for k, v in data.items() if not k.startswith("preempted")}
+    assert record_from_dict(old).preempted == 0
+
+
+@pytest.mark.parametrize(
+    "settings, watched",
+    [
+        ({}, True),
+        ({"threads": 2}, False),
+        ({"threads": 0}, False),
+        ({"spinning": True}, False),
+        ({"options": {"intra_op_num_threads": 4}}, False),
+    ],
+)
+def test_recorder_watches_cpu_only_for_one_thread_without_spinning(settings, watched):
+    from pytest_ortperf import models
+    from pytest_ortperf.feeds import input_specs, make_feeds
+    from pytest_ortperf.ort_session import OrtSession
+    from pytest_ortperf.recorder import Recorder, watches_cpu
+    from pytest_ortperf.testing import ScriptedEngine
+
+    model = models.attention(seq=8, dim=8)
+    session = OrtSession.create(model, **settings)
+    single = OrtSession.create(model)
+    assert watches_cpu(session) is watched and watches_cpu(single)
+    feeds = make_feeds(input_specs(session.sess), dims={"B": 1}, seed=0)
+    engine = ScriptedEngine(interleave=[[[1e-3] * 9, [1e-3] * 9]], preempted=[3])
+    recorder = Recorder(test="t", measured=True, engine=engine, user_properties=[])
+    both = recorder.compare(single, session, feeds, name="cmp")
+    assert engine.watch_cpu == [watched]  # both arms are judged together
+    assert both.reference.preempted == both.candidate.preempted == (3 if watched else 0)
+
+
+def test_stop_rule_looks_thin_out_as_rounds_grow():
+    from pytest_ortperf.measure import asks_stop_rule
+
+    looks = [r for r in range(1, 512) if asks_stop_rule(r, 9)]
+    assert looks[:13] == list(range(12, 61, 4))
+    assert looks[13:] == [
+        *range(64, 128, 8),
+        *range(128, 256, 16),
+        *range(256, 512, 32),
+    ]
