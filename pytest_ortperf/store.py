@@ -633,7 +633,7 @@ def _measurement_row(run_id: int, record: Record) -> dict[str, Any]:
             calls_per_block=record.calls_per_block,
             session=_session(record),
             samples=encode_samples(record.samples),
-            extra={},
+            extra={"preempted": record.preempted, "preempted_kept": record.preempted_kept},
         )
     elif isinstance(record, Comparison):
         cand, ref = record.candidate, record.reference
@@ -1215,6 +1215,7 @@ def _record_dict(row: Mapping[str, Any]) -> dict[str, Any]:
     head = {key: row[key] for key in _HEAD_COLUMNS}
     if row["kind"] == LatencyResult.kind:
         return {
+            **extra,  # the preemption counts ({} in rows stored before them)
             **head,
             "samples": row["samples"],
             "calls_per_block": row["calls_per_block"],
@@ -1332,6 +1333,155 @@ def read_history(
             )
         )
     return out
+
+
+RunMatch = Mapping[str, Any] | Callable[[Mapping[str, Any]], bool]
+"""Which earlier runs count for :func:`run_medians`: keys and the values they must have,
+or a predicate, over the mapping :func:`_run_view` builds."""
+
+_ENV_MATCH_COLUMNS = {
+    "fingerprint": environments.c.fingerprint,
+    "ort_version": environments.c.ort_version,
+    "onnx_version": environments.c.onnx_version,
+    "numpy_version": environments.c.numpy_version,
+    "python_version": environments.c.python_version,
+    "os": environments.c.os,
+    "cpu_model": environments.c.cpu_model,
+}
+"""Keys of a :data:`RunMatch` mapping that :func:`run_medians` filters on in SQL (text
+columns of ``environments``); the others are compared in Python."""
+
+
+def _run_view(row: Mapping[str, Any], session: Any, env_extra: Any) -> dict[str, Any]:
+    """What a :data:`RunMatch` sees of one stored latency: the environment of its run
+    (``fingerprint``: the machine hash of ``env.machine_fingerprint``, ``ort_version``,
+    ``cpu_model``, ``logical_cores``, ``memory_bytes``, ``os``, ``python_version``...,
+    ``available_providers``: what ORT offered, and the other keys of
+    ``env.collect_environment()``: ``system``, ``machine``...) and its session
+    (``providers``: those the session used, ``threads``, ``spinning``, ``optimization``,
+    ``model``), with ``run_id``, ``started``, ``commit`` and ``branch``; lists as tuples."""
+    view: dict[str, Any] = dict(env_extra) if isinstance(env_extra, dict) else {}
+    view.update(
+        {key: row[key] for key in ("run_id", "started", "commit", "branch", *_ENV_MATCH_COLUMNS)}
+    )
+    view.update(
+        logical_cores=row["cores"],
+        memory_bytes=row["memory"],
+        available_providers=row["providers"],
+        providers=None,
+    )
+    if isinstance(session, dict):
+        view.update(
+            {key: session.get(key) for key in ("providers", "threads", "spinning", "optimization")}
+        )
+        view["model"] = session.get("model")
+    return {key: _frozen(value) for key, value in view.items()}
+
+
+def _frozen(value: Any) -> Any:
+    if isinstance(value, list | tuple):
+        return tuple(_frozen(v) for v in value)
+    return value
+
+
+def _matches(view: Mapping[str, Any], match: RunMatch) -> bool:
+    if callable(match):
+        return bool(match(view))
+    for key, wanted in match.items():
+        have = view.get(key)
+        if have is None or wanted is None or have != _frozen(wanted):
+            return False
+    return True
+
+
+def run_medians(
+    store: StorePath,
+    test: str,
+    name: str,
+    *,
+    api: str,
+    fingerprint: RunMatch,
+    last: int = 20,
+    before: int | None = None,
+) -> list[float]:
+    """The per-run medians (seconds per call) of the stored latency ``test``/``name``
+    measured through ``api``, one per earlier run whose environment and session match
+    ``fingerprint``, oldest first, at most the ``last`` newest matching runs.
+
+    ``fingerprint`` is a predicate over the mapping :func:`_run_view` describes, or a
+    mapping of keys to the values they must have there (a key missing or None on either
+    side does not match; lists compare as tuples), e.g. ``{"fingerprint": hash,
+    "ort_version": "1.32.0", "providers": ["CPUExecutionProvider"], "threads": 1,
+    "spinning": False, "optimization": "all"}``. Only measured latency records count (not
+    smoke runs, not the arms of comparisons); interrupted runs are left out; ``before``
+    keeps runs with smaller ids only. A run that stored the measurement twice counts once,
+    with its last matching value. Raises StoreError.
+    """
+    if last < 1:
+        return []
+    columns = [
+        runs.c.id.label("run_id"),
+        runs.c.started,
+        runs.c.commit,
+        runs.c.branch,
+        measurements.c.id.label("measurement_id"),
+        measurements.c.median,
+        _json_text(measurements.c.session),
+        *(column.label(key) for key, column in _ENV_MATCH_COLUMNS.items()),
+        environments.c.cores,
+        environments.c.memory,
+        _json_text(environments.c.providers),
+        _json_text(environments.c.extra).label("env_extra"),
+    ]
+    query = (
+        sa.select(*columns)
+        .select_from(
+            measurements.join(runs, measurements.c.run_id == runs.c.id).outerjoin(
+                environments, runs.c.environment_id == environments.c.id
+            )
+        )
+        .where(
+            measurements.c.test == test,
+            measurements.c.name == name,
+            measurements.c.kind == LatencyResult.kind,
+            measurements.c.api == api,
+            measurements.c.measured.is_(True),
+            measurements.c.median.is_not(None),
+        )
+        .order_by(runs.c.started.desc(), runs.c.id.desc(), measurements.c.id.desc())
+    )
+    if before is not None:
+        query = query.where(runs.c.id < before)
+    if not callable(fingerprint):
+        for key, column in _ENV_MATCH_COLUMNS.items():
+            wanted = fingerprint.get(key)
+            if isinstance(wanted, str):
+                query = query.where(column == wanted)
+    label = _label(_url(store))
+    with _transaction(store, write=False) as conn:
+        interrupted = _interrupted_ids(conn, label)
+        if interrupted:
+            query = query.where(runs.c.id.not_in(sorted(interrupted)))
+        rows = conn.execute(query).mappings().all()
+    found: list[float] = []
+    seen: set[int] = set()
+    for row in rows:  # newest run first, its last measurement first
+        run_id = int(row["run_id"])
+        if run_id in seen:
+            continue
+        where = _where(run_id, row["measurement_id"])
+        session = _json_value(row["session"], label, where, "session")
+        env_extra = _json_value(row["env_extra"], label, _where(run_id), "environment extra")
+        providers = _json_value(row["providers"], label, _where(run_id), "providers")
+        view = _run_view({**row, "providers": providers}, session, env_extra)
+        median = float(row["median"])
+        if not (math.isfinite(median) and median > 0) or not _matches(view, fingerprint):
+            continue
+        seen.add(run_id)
+        found.append(median)
+        if len(found) == last:
+            break
+    return found[::-1]
 
 
 def history_keys(records: Sequence[Record]) -> list[HistoryKey]:

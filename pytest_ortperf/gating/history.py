@@ -1,0 +1,173 @@
+"""Pure rule for absolute latency judged against the history of earlier runs.
+
+DESIGN.md 3, item 3: an absolute latency varies between runs (processes, machines of one
+kind, days) by more than the blocks of one run show, so the unit of replication is the
+run. The current run's median is judged against the per-run medians of earlier runs on a
+matching fingerprint (:func:`pytest_ortperf.store.run_medians` reads them), never against
+the blocks of one stored run.
+
+Method, on log scale: the ``k`` earlier run medians ``y_i`` give mean ``m`` and standard
+deviation ``s`` (``k - 1`` degrees of freedom). If the current run ``x`` comes from the
+same distribution (normal on log scale), ``(x - m) / (s * sqrt(1 + 1/k))`` follows
+Student's t with ``k - 1`` degrees of freedom: a one-sided prediction-interval test. The
+estimated change is ``exp(x - m) - 1``; its interval is the ``1 - 2 * alpha`` prediction
+interval, so "lower bound > 0" matches "p < alpha" as in :mod:`~pytest_ortperf.gating.rules`.
+
+Outcomes, for a relative ``threshold`` and a one-sided ``alpha``: regressed when the change
+exceeds the threshold and ``p < alpha``; improved symmetrically (below ``-log1p(threshold)``
+on log scale, as in :mod:`~pytest_ortperf.gating.rules`); inconclusive when beyond the
+threshold but not significant; ok otherwise. With fewer than :data:`MIN_RUNS` earlier runs
+the figure is reported, not gated (:data:`NOT_GATED`).
+
+Everything here is pure: no I/O, no clock (Student's t comes from
+:mod:`pytest_ortperf.stats`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from pytest_ortperf.results import Outcome, Verdict
+from pytest_ortperf.stats import t_cdf, t_quantile, t_sf
+from pytest_ortperf.units import format_change, format_seconds
+
+MIN_RUNS = 5
+"""Fewest earlier runs (per-run medians on a matching fingerprint) a latency is gated
+against. With 4 degrees of freedom the one-sided 99% t quantile is already 3.75 (vs 2.33
+for a known spread): fewer runs give an interval too wide to gate anything, and a spread
+estimated from 2 to 4 values is itself unreliable. Below it the latency is reported only."""
+
+MIN_SPREAD = 0.005
+"""Floor on the spread of the earlier runs' log-medians (0.5%, relative). Earlier runs
+that agree to better than this (identical medians, a cached figure, a very quiet history)
+would otherwise make any small difference "significant"; no CPU latency repeats across
+processes to better than this."""
+
+NOT_GATED = Outcome.NOT_COMPARABLE
+"""Outcome of a latency with too few earlier runs: it passes under ``--ortperf-strict``
+too (``new`` fails there, and its hints say ``--ortperf-update`` would record a baseline,
+which is not what is missing here: more runs are), and every report shows it as a
+reported-but-not-gated figure (``recorded`` means "no gate looked at it", and the terminal
+summary drops it from the gated table)."""
+
+METRIC = "latency"
+
+
+# --------------------------------------------------------------------------- the rule
+
+
+def _check(
+    current: float, earlier: Sequence[float], threshold: float, alpha: float, min_runs: int
+) -> list[float]:
+    if not (math.isfinite(threshold) and threshold >= 0):
+        raise ValueError(f"threshold must be a non-negative fraction, got {threshold}")
+    if not 0 < alpha < 0.5:
+        raise ValueError(f"alpha must be in (0, 0.5), got {alpha}")
+    if min_runs < 2:
+        raise ValueError(f"min_runs must be at least 2 (a spread needs two runs), got {min_runs}")
+    if not (math.isfinite(current) and current > 0):
+        raise ValueError(f"current latency must be finite and positive, got {current}")
+    values = [float(v) for v in earlier]
+    if not all(math.isfinite(v) and v > 0 for v in values):
+        raise ValueError("earlier run medians must be finite and positive")
+    return values
+
+
+def _runs(k: int) -> str:
+    return f"{k} run median" + ("" if k == 1 else "s")
+
+
+def judge_against_runs(
+    current: float,
+    earlier: Sequence[float],
+    *,
+    threshold: float,
+    alpha: float,
+    min_runs: int = MIN_RUNS,
+) -> Verdict:
+    """Judge the current run's median latency (seconds per call) against the per-run
+    medians of ``earlier`` runs on a matching fingerprint (metric ``latency``).
+
+    ``baseline`` in the verdict is the geometric mean of the earlier medians, ``current``
+    is ``current``, ``change`` is ``current / baseline - 1`` and ``[low, high]`` its
+    ``1 - 2 * alpha`` prediction interval; ``p_value`` is one-sided in the direction of the
+    change, ``n`` the number of earlier runs. With fewer than ``min_runs`` earlier runs the
+    outcome is :data:`NOT_GATED` (passes, even under strict) with ``p_value`` None and the
+    message ``... not gated: N of MIN earlier runs on this fingerprint``. The spread of the
+    earlier runs is floored at :data:`MIN_SPREAD`.
+    """
+    values = _check(current, earlier, threshold, alpha, min_runs)
+    k = len(values)
+    logs = [math.log(v) for v in values]
+    x = math.log(current)
+    if k < min_runs:
+        gated = f"not gated: {k} of {min_runs} earlier runs on this fingerprint"
+        if k == 0:
+            message = f"{METRIC} {format_seconds(current)}: {gated}"
+            nan = math.nan
+            return Verdict(METRIC, NOT_GATED, nan, current, nan, nan, nan, threshold, alpha,
+                           None, 0, message)  # fmt: skip
+        m = math.fsum(logs) / k
+        baseline = math.exp(m)
+        change = math.expm1(x - m)
+        message = (
+            f"{METRIC} {format_seconds(current)} vs earlier runs {format_seconds(baseline)} "
+            f"(geometric mean of {_runs(k)}, {format_change(change)}): {gated}"
+        )
+        return Verdict(METRIC, NOT_GATED, baseline, current, change, change, change, threshold,
+                       alpha, None, k, message)  # fmt: skip
+
+    m = math.fsum(logs) / k
+    s = math.sqrt(math.fsum((y - m) ** 2 for y in logs) / (k - 1))
+    floor = math.log1p(MIN_SPREAD)
+    floored = s < floor
+    spread = max(s, floor)
+    scale = spread * math.sqrt(1.0 + 1.0 / k)
+    df = k - 1
+    d = x - m
+    t = d / scale
+    p_greater, p_less = t_sf(t, df), t_cdf(t, df)
+    q = t_quantile(1.0 - alpha, df)
+    limit = math.log1p(threshold)
+    why = ""
+    if d > limit:
+        if p_greater < alpha:
+            outcome = Outcome.REGRESSED
+        else:
+            outcome, why = Outcome.INCONCLUSIVE, "slower but not significant"
+    elif d < -limit:
+        if p_less < alpha:
+            outcome = Outcome.IMPROVED
+        else:
+            outcome, why = Outcome.INCONCLUSIVE, "faster but not significant"
+    else:
+        outcome = Outcome.OK
+    baseline = math.exp(m)
+    change = math.expm1(d)
+    low, high = math.expm1(d - q * scale), math.expm1(d + q * scale)
+    p = p_greater if d >= 0 else p_less
+    notes = [why] if why else []
+    if floored:
+        notes.append(f"spread of earlier runs {math.expm1(s) * 100:.2g}% taken as {MIN_SPREAD:.1%}")
+    message = (
+        f"{METRIC} {format_seconds(current)} vs earlier runs {format_seconds(baseline)} "
+        f"(geometric mean of {_runs(k)}): {format_change(change)} "
+        f"[{format_change(low)}, {format_change(high)}] "
+        f"{(1 - 2 * alpha) * 100:g}% prediction interval, threshold {threshold * 100:g}%, "
+        f"p={p:.2g}, {k} runs -> {outcome.value}" + (f" ({'; '.join(notes)})" if notes else "")
+    )
+    return Verdict(
+        metric=METRIC,
+        outcome=outcome,
+        baseline=baseline,
+        current=current,
+        change=change,
+        low=low,
+        high=high,
+        threshold=threshold,
+        alpha=alpha,
+        p_value=p,
+        n=k,
+        message=message,
+    )
