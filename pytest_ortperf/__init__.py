@@ -41,7 +41,7 @@ _LAZY: dict[str, str] = {
     "peak_memory": "pytest_ortperf.profiling.memory",
     # the gate's pure rules
     "judge_ratio": "pytest_ortperf.gating.rules",
-    "judge_latency": "pytest_ortperf.gating.rules",
+    "judge_against_runs": "pytest_ortperf.gating.history",
     "judge_structure": "pytest_ortperf.gating.rules",
     # the results store
     "read_results": "pytest_ortperf.store",

@@ -211,27 +211,12 @@ INTERRUPTED_NOTE = (
 )
 
 
-COUNTED = [Outcome.REGRESSED, Outcome.INCONCLUSIVE, Outcome.IMPROVED, Outcome.OK]
+COUNTED = [
+    Outcome.REGRESSED, Outcome.INCONCLUSIVE, Outcome.UNSTABLE, Outcome.IMPROVED, Outcome.OK,
+]  # fmt: skip
 """The outcomes ``compare`` can give, in the order the tally lists them."""
 NOT_GATED = "not gated"
 ONLY_ONE = "in one run only"
-
-MACHINE_KEYS = frozenset({"cpu_model", "logical_cores"})
-"""Fingerprint keys (:data:`~pytest_ortperf.gating.rules.FINGERPRINT_KEYS`) of the hardware."""
-
-
-def _fingerprint(side: dict[str, Any]) -> dict[str, Any]:
-    """What the gate's :func:`~pytest_ortperf.gating.rules.fingerprint_matches` compares,
-    from one run's columns (``cores`` is the store's name of ``logical_cores``)."""
-    from pytest_ortperf.gating.rules import fingerprint_of
-
-    environment = {
-        "cpu_model": side.get("cpu_model"),
-        "logical_cores": None if _missing(side.get("cores")) else int(side["cores"]),
-        "ort_version": side.get("ort_version"),
-    }
-    session = side.get("session")
-    return fingerprint_of(environment, session if isinstance(session, dict) else {})
 
 
 def _block_ratios(side: dict[str, Any]) -> list[float]:
@@ -248,29 +233,28 @@ def _block_ratios(side: dict[str, Any]) -> list[float]:
 def _verdict(a: dict[str, Any], b: dict[str, Any], threshold: float, alpha: float) -> Verdict | str:
     """The gate's verdict of run B's measurement against run A's, or why there is none.
 
-    Comparisons: B's block ratios against A's ratio (signed-rank test); latencies: B's
-    samples against A's (rank-sum test), only when the gate's fingerprint matches.
+    Comparisons: B's block ratios against A's (one run: the gate's assumed between-run
+    spread); latencies: the unit of replication is the run, so one earlier run leaves B's
+    median reported, not gated (``ortperf history`` shows the runs).
     """
-    from pytest_ortperf.gating.rules import fingerprint_matches, judge_latency, judge_ratio
+    from pytest_ortperf.gating.rules import judge_ratio, ratio_baseline
 
     try:
         if b["kind"] == "compare":
-            if _missing(a.get("ratio")):
-                return f"no ratio in run {a['run_id']}"
+            baseline_ratios = _block_ratios(a)
+            if not baseline_ratios:
+                return f"no samples in run {a['run_id']}"
             ratios = _block_ratios(b)
             if not ratios:
                 return f"no samples in run {b['run_id']}"
-            return judge_ratio(ratios, float(a["ratio"]), threshold=threshold, alpha=alpha)
+            baseline = ratio_baseline(baseline_ratios)
+            return judge_ratio(ratios, baseline, threshold=threshold, alpha=alpha)
         if b["kind"] == "latency":
-            ok, bad = fingerprint_matches(_fingerprint(a), _fingerprint(b))
-            if a.get("fingerprint") != b.get("fingerprint") or MACHINE_KEYS & set(bad):
+            if a.get("fingerprint") != b.get("fingerprint"):
                 return "other machine"
-            if not ok:
-                return f"{', '.join(bad)} differ" + ("s" if len(bad) == 1 else "")
-            samples_a, samples_b = a.get("samples") or (), b.get("samples") or ()
-            if not samples_a or not samples_b:
-                return "no samples"
-            return judge_latency(samples_b, samples_a, threshold=threshold, alpha=alpha)
+            if a.get("ort_version") != b.get("ort_version"):
+                return "ort_version differs"
+            return NOT_GATED  # the legend says why: one run each
     except ValueError as exc:  # samples that are not positive numbers
         return f"unusable samples ({exc})"
     return str(b["kind"])  # memory: reported, never judged
@@ -297,7 +281,11 @@ def _change_cells(verdict: Verdict | str, a: dict[str, Any], b: dict[str, Any]) 
     value_a, value_b = _metric(a), _metric(b)
     finite = math.isfinite(value_a) and math.isfinite(value_b) and value_a != 0
     change = value_b / value_a - 1.0 if finite else None
-    return [format_change(change), "-", f"not gated: {verdict}"]
+    return [
+        format_change(change),
+        "-",
+        verdict if verdict == NOT_GATED else f"{NOT_GATED}: {verdict}",
+    ]
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
@@ -353,8 +341,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     print(
         f"\nrun {run_b} vs run {run_a}: {tally or 'nothing in common'}\n"
         f"threshold {args.threshold * 100:g}%, alpha {args.alpha:g}, intervals at "
-        f"{(1 - 2 * args.alpha) * 100:g}%: block ratios of run {run_b} against the ratio of\n"
-        f"run {run_a} (comparisons), samples of both runs (latencies: same machine and settings)"
+        f"{(1 - 2 * args.alpha) * 100:g}%: block ratios of run {run_b} against those of run "
+        f"{run_a},\na one-run baseline (comparisons); latencies are reported, not gated"
     )
     for run in partial:
         print(f"run {run} was interrupted: its results are partial")

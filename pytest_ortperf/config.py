@@ -129,6 +129,10 @@ class OrtperfConfig:
             config.getini("ortperf_strict"), "ini ortperf_strict"
         )
         update = bool(config.getoption("ortperf_update", False))
+        latency_mode = _latency_mode(config.getini("ortperf_latency"), "ini ortperf_latency")
+        ignore = _fingerprint_keys(
+            config.getini("ortperf_fingerprint_ignore"), "ini ortperf_fingerprint_ignore"
+        )
         store = (
             config.getoption("ortperf_store", None)
             or config.getini("ortperf_store")
@@ -140,7 +144,12 @@ class OrtperfConfig:
             budget_s=budget,
             store=store,
             gate=GateSettings(
-                threshold=threshold, alpha=alpha, strict=strict, latency_threshold=latency
+                threshold=threshold,
+                alpha=alpha,
+                strict=strict,
+                latency_threshold=latency,
+                latency_mode=latency_mode,
+                fingerprint_ignore=ignore,
             ),
         )
 
@@ -178,6 +187,27 @@ def _alpha(value: Any, what: str) -> float:
     return alpha
 
 
+def _latency_mode(value: Any, what: str) -> str:
+    """``normalized`` or ``absolute``."""
+    from pytest_ortperf.gating.settings import LATENCY_MODES
+
+    mode = str(value).strip().lower()
+    if mode not in LATENCY_MODES:
+        raise pytest.UsageError(f"{what} must be one of {', '.join(LATENCY_MODES)}, got {value!r}")
+    return mode
+
+
+def _fingerprint_keys(value: Any, what: str) -> tuple[str, ...]:
+    """Fingerprint key names that may differ from a baseline's."""
+    from pytest_ortperf.gating.fingerprint import check_allowed
+
+    names = [value] if isinstance(value, str) else list(value or ())
+    try:
+        return tuple(check_allowed(names))
+    except ValueError as exc:
+        raise pytest.UsageError(f"{what}: {exc}") from None
+
+
 MARKER_FIELDS: dict[str, tuple[str, str, Callable[[Any, str], Any]]] = {
     "budget": ("engine", "budget_s", _seconds),
     "block": ("engine", "block_s", _seconds),
@@ -185,6 +215,8 @@ MARKER_FIELDS: dict[str, tuple[str, str, Callable[[Any, str], Any]]] = {
     "alpha": ("gate", "alpha", _alpha),
     "structure": ("gate", "structure", _flag),
     "strict": ("gate", "strict", _flag),
+    "latency": ("gate", "latency_mode", _latency_mode),
+    "fingerprint_ignore": ("gate", "fingerprint_ignore", _fingerprint_keys),
 }
 """Marker argument -> (settings record, its field, parser)."""
 MARKER_KEYS = tuple(MARKER_FIELDS)

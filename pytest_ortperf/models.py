@@ -148,3 +148,31 @@ def kmeans(clusters: int = 8, features: int = 16, seed: int = 0) -> onnx.ModelPr
         ],
     )
     return _model(graph)
+
+
+def control(batch: int = 64, width: int = 256, layers: int = 2, seed: int = 0) -> onnx.ModelProto:
+    """The control workload of normalized latencies: a small MLP (``layers`` of MatMul +
+    Add + Relu on a fixed ``[batch, width]`` input, about 0.15 ms a call on
+    one core). Compute- and cache-bound like most CPU models, so machine-wide slowdowns
+    (frequency, a busy neighbour, a slower runner) hit it as they hit the target."""
+    rng = np.random.default_rng(seed)
+    nodes = []
+    inits = []
+    current = "X"
+    for i in range(layers):
+        weight = (rng.standard_normal((width, width)) / np.sqrt(width)).astype(np.float32)
+        inits += [_init(f"W{i}", weight), _init(f"b{i}", np.zeros(width, dtype=np.float32))]
+        nodes += [
+            oh.make_node("MatMul", [current, f"W{i}"], [f"m{i}"]),
+            oh.make_node("Add", [f"m{i}", f"b{i}"], [f"a{i}"]),
+            oh.make_node("Relu", [f"a{i}"], [f"h{i}"]),
+        ]
+        current = f"h{i}"
+    graph = oh.make_graph(
+        nodes,
+        "ortperf_control",
+        [oh.make_tensor_value_info("X", TensorProto.FLOAT, [batch, width])],
+        [oh.make_tensor_value_info(current, TensorProto.FLOAT, [batch, width])],
+        inits,
+    )
+    return _model(graph)

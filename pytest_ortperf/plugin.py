@@ -111,6 +111,19 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default="",
     )
     parser.addini("ortperf_strict", "fail inconclusive and new verdicts too", default="false")
+    parser.addini(
+        "ortperf_latency",
+        "how latencies are gated: normalized (against a control workload measured "
+        "interleaved) or absolute (against earlier runs' medians in the store)",
+        default="normalized",
+    )
+    parser.addini(
+        "ortperf_fingerprint_ignore",
+        "fingerprint keys that may differ from a baseline's (e.g. ort_version to gate "
+        "across an onnxruntime upgrade on purpose)",
+        type="args",
+        default=[],
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -316,10 +329,10 @@ def ort_profiler(request: pytest.FixtureRequest) -> Callable[..., Profile]:
 def ortperf(request: pytest.FixtureRequest) -> Generator[Recorder, None, None]:
     """The recorder: ``ortperf.latency``, ``ortperf.compare``, ``ortperf.rank``,
     ``ortperf.api_sweep``. Measures for real under ``--ortperf``, runs once otherwise."""
-    from pytest_ortperf.gating.gate import Gate, measuring_engine
+    from pytest_ortperf.gating.gate import BASELINE_RUNS, Gate, measuring_engine
     from pytest_ortperf.measure import Engine
     from pytest_ortperf.recorder import Recorder
-    from pytest_ortperf.state import environment
+    from pytest_ortperf.state import environment, history
 
     state: OrtperfState = request.config.stash[STATE_KEY]
     settings = state.settings
@@ -345,8 +358,10 @@ def ortperf(request: pytest.FixtureRequest) -> Generator[Recorder, None, None]:
         measured=settings.enabled,
         engine=engine,
         user_properties=node.user_properties,
-        gate=Gate(gate_settings, state.baselines, environment) if gated else None,
+        gate=Gate(gate_settings, state.baselines, environment, history(state)) if gated else None,
         profile_arms=settings.update,
+        baseline_runs=BASELINE_RUNS if settings.update else 1,
+        latency_mode=gate_settings.latency_mode,
     )
     node.stash[RECORDER_KEY] = recorder
     yield recorder

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import numpy as np
 import pytest
 
-from pytest_ortperf.gating.gate import Gate, GateFailure, failure_message
+from pytest_ortperf.gating.gate import Decision, Gate, GateFailure, failure_message
 from pytest_ortperf.measure import Samples, StopRule, TimingEngine, smoke
 from pytest_ortperf.ort_session import OrtSession
 from pytest_ortperf.results import (
@@ -40,8 +40,86 @@ R = TypeVar("R", LatencyResult, Comparison)
 Target = OrtSession | OrtBinding
 
 
+CONTROL_NAME = "ortperf-control"
+"""Label of the control workload a normalized latency is measured against
+(:func:`pytest_ortperf.models.control`)."""
+
+
+def comparison(
+    reference: LatencyResult,
+    candidate: LatencyResult,
+    name: str,
+    confidence: float,
+    diffs: tuple[OutputDiff, ...] = (),
+    runs: tuple[int, ...] = (),
+) -> Comparison:
+    """The comparison of two arms measured side by side (their samples pair up by index):
+    the Hodges-Lehmann ratio of the block ratios with its interval at ``confidence``."""
+    ratios = ratio_of_blocks(reference.samples, candidate.samples)
+    estimate = paired_ratio(ratios, confidence)
+    return Comparison(
+        test=reference.test,
+        name=name,
+        api=reference.api,
+        reference=reference,
+        candidate=candidate,
+        block_ratios=tuple(ratios),
+        ratio=estimate.ratio,
+        low=estimate.low,
+        high=estimate.high,
+        confidence=confidence,
+        measured=reference.measured,
+        output_diffs=diffs,
+        runs=runs,
+    )
+
+
+def _merge_latency(parts: Sequence[LatencyResult]) -> LatencyResult:
+    first = parts[0]
+    controls = [p.control for p in parts if p.control is not None]
+    return dataclasses.replace(
+        first,
+        samples=tuple(x for p in parts for x in p.samples),
+        preempted=sum(p.preempted for p in parts),
+        preempted_kept=any(p.preempted_kept for p in parts),
+        control=_merge_latency(controls) if len(controls) == len(parts) else None,
+        runs=tuple(len(p.samples) for p in parts),
+    )
+
+
+def merge_runs(parts: Sequence[R]) -> R:
+    """One record of several independent runs of the same measurement, their blocks in
+    order and ``runs`` their sizes (a baseline's runs: see ``Recorder.baseline_runs``)."""
+    first = parts[0]
+    if isinstance(first, Comparison):
+        arms = [p for p in parts if isinstance(p, Comparison)]
+        merged = comparison(
+            _merge_latency([p.reference for p in arms]),
+            _merge_latency([p.candidate for p in arms]),
+            first.name, first.confidence, first.output_diffs,
+            tuple(len(p.block_ratios) for p in arms),
+        )  # fmt: skip
+        return merged  # type: ignore[return-value]
+    return _merge_latency([p for p in parts if isinstance(p, LatencyResult)])  # type: ignore[return-value]
+
+
 class OutputMismatch(AssertionError):
     """Candidate and reference outputs differ beyond the tolerances."""
+
+
+def watches_cpu(*sessions: OrtSession) -> bool:
+    """Whether the engine may tell preempted blocks by the calling thread's CPU time: only
+    where ORT computes on that thread, i.e. every session runs on the CPU provider alone
+    with one intra-op thread and no spinning. Elsewhere the thread mostly waits (for the
+    intra-op pool, or a device), so its CPU time says nothing of the work's and every
+    block is kept."""
+    return all(
+        s.settings.threads == 1
+        and not s.settings.spinning
+        and set(s.settings.providers) == {"CPUExecutionProvider"}
+        and dict(s.settings.options).get("intra_op_num_threads", 1) == 1
+        for s in sessions
+    )
 
 
 def output_diffs(
@@ -120,6 +198,8 @@ class Recorder:
         user_properties: list[tuple[str, object]],
         gate: Gate | None = None,
         profile_arms: bool = False,
+        baseline_runs: int = 1,
+        latency_mode: str = "normalized",
     ) -> None:
         self.test = test
         self.measured = measured
@@ -129,6 +209,13 @@ class Recorder:
         """Profile both arms of each compare (outside the timed runs) and keep each op
         type's share of kernel time with the record: ``--ortperf-update`` stores them in
         the baseline, so a later regression can say which op types moved."""
+        self.baseline_runs = baseline_runs
+        """Independent runs a measurement is taken as (``--ortperf-update``: several, each
+        on fresh sessions, their spread the baseline's between-run variance)."""
+        self.latency_mode = latency_mode
+        """``normalized`` (a latency is measured interleaved with the control workload) or
+        ``absolute``."""
+        self._controls: dict[tuple[int, bool], tuple[Call, OrtSession]] = {}
         self.records: list[Record] = []
         self.failures: list[str] = []
         """Gate failures of this test, raised together once the test body has run (so a
@@ -173,15 +260,15 @@ class Recorder:
     def _enforce(
         self,
         name: str,
-        verdicts: Sequence[Verdict],
-        confirmed: bool,
+        decision: Decision[Any],
         attribution: Callable[[], list[str]] | None = None,
     ) -> None:
         if self.gate is None:
             return
+        verdicts = decision.verdicts
         failing = self.gate.failing(verdicts)
         if failing:
-            message = failure_message(name, failing, verdicts, confirmed)
+            message = failure_message(name, failing, verdicts, decision.first)
             if attribution is not None and any(v.metric != "structure" for v in failing):
                 message += "\n" + "\n".join(attribution())
             self.failures.append(message)
@@ -216,40 +303,88 @@ class Recorder:
         name: str | None = None,
     ) -> LatencyResult:
         """Seconds per call of a binding, or of a session with feeds through ``api``
-        (default ``run``)."""
+        (default ``run``). Measured interleaved with the control workload when latencies
+        are normalized (the default): the gate then judges target over control."""
         call, _, api, session = self._calls(target, feeds, api)
         name = name or session.label
         entry = self._entry(name)
+        normalized = self.measured and self.latency_mode == "normalized"
 
-        def measure(engine: TimingEngine) -> LatencyResult:
-            samples = engine.measure(call) if self.measured else smoke(call, engine.clock)
-            return LatencyResult(
-                test=self.test,
-                name=name,
-                api=api,
-                samples=samples.values,
-                calls_per_block=samples.calls_per_block,
-                measured=self.measured,
-                session=session.info(),
+        def measure(engine: TimingEngine, stop: StopRule | None, fresh: bool) -> LatencyResult:
+            timed, timed_session = call, session
+            if fresh and isinstance(target, OrtSession):
+                timed_session = target.derive()
+                timed = self._calls(timed_session, feeds, api)[0]
+            watch = watches_cpu(timed_session)
+            control: LatencyResult | None = None
+            if not self.measured:
+                samples = smoke(timed, engine.clock)
+            elif normalized:
+                control_call, control_session = self._control(timed_session)
+                samples = engine.measure(
+                    timed, watch_cpu=watch, control=control_call, should_stop=stop
+                )
+                if samples.control is not None:
+                    control = self._result(
+                        CONTROL_NAME, "iobinding", samples.control, control_session
+                    )
+            else:
+                samples = engine.measure(timed, watch_cpu=watch)
+            return dataclasses.replace(
+                self._result(name, api, samples, timed_session), control=control
             )
 
-        result, verdicts, confirmed = self._judged(measure, entry)
-        self._record(result, gated=True, verdicts=verdicts)
-        self._enforce(name, verdicts, confirmed)
+        decision = self._decide(measure, entry)
+        result = decision.record
+        self._record(result, gated=True, verdicts=decision.verdicts)
+        self._enforce(name, decision)
         return result
 
-    def _judged(
-        self, measure: Callable[[TimingEngine], R], entry: Mapping[str, Any] | None
-    ) -> tuple[R, list[Verdict], bool]:
-        """Measure, judge, and re-measure once at twice the budget before a regression."""
-        result = measure(self.engine)
-        if self.gate is None:
-            return result, [], False
-        verdicts = self.gate.judge(result.to_dict(), entry)
-        if not self.gate.needs_confirmation(verdicts):
-            return result, verdicts, False
-        result = measure(self.engine.scaled(2.0))
-        return result, self.gate.judge(result.to_dict(), entry), True
+    def _control(self, session: OrtSession) -> tuple[Call, OrtSession]:
+        """The control workload's call, with the target's threads and spinning (so machine
+        load hits both alike), built once per recorder."""
+        key = (session.settings.threads, session.settings.spinning)
+        if key not in self._controls:
+            from pytest_ortperf.feeds import input_specs, make_feeds
+            from pytest_ortperf.models import control
+
+            control_session = OrtSession.create(
+                control(), threads=key[0], spinning=key[1], name=CONTROL_NAME
+            )
+            feeds = make_feeds(input_specs(control_session.sess))
+            self._controls[key] = (make_call(control_session, feeds, "iobinding")[0],
+                                   control_session)  # fmt: skip
+        return self._controls[key]
+
+    def _result(
+        self, name: str, api: str, samples: Samples, session: OrtSession, histogram: bool = False
+    ) -> LatencyResult:
+        return LatencyResult(
+            test=self.test,
+            name=name,
+            api=api,
+            samples=samples.values,
+            calls_per_block=samples.calls_per_block,
+            measured=self.measured,
+            session=session.info(with_histogram=histogram),
+            preempted=samples.preempted,
+            preempted_kept=samples.preempted_kept,
+        )
+
+    def _decide(
+        self,
+        measure: Callable[[TimingEngine, StopRule | None, bool], R],
+        entry: Mapping[str, Any] | None,
+    ) -> Decision[R]:
+        """Measure as the run asks: once, or as several runs on fresh sessions when taking a
+        baseline, or through the gate (early stop, and a confirmation of what would fail)."""
+        if self.gate is not None:
+            return self.gate.decide(lambda e, stop: measure(e, stop, False), self.engine, entry)
+        k = self.baseline_runs if self.measured else 1
+        if k <= 1:
+            return Decision(measure(self.engine, None, False), [])
+        engine = self.engine.scaled(1.0 / k)
+        return Decision(merge_runs([measure(engine, None, i > 0) for i in range(k)]), [])
 
     def compare(
         self,
@@ -283,31 +418,26 @@ class Recorder:
                 what=f"compare {label!r}",
             )
         entry = self._entry(label)
-        stop: StopRule | None = self.gate.stop_rule(entry) if self.gate else None
 
-        def measure(engine: TimingEngine) -> Comparison:
+        def measure(engine: TimingEngine, stop: StopRule | None, fresh: bool) -> Comparison:
+            ref, cand, calls = reference, candidate, (ref_call, cand_call)
+            if fresh:
+                ref, cand = reference.derive(), candidate.derive()
+                calls = (self._calls(ref, feeds, api)[0], self._calls(cand, feeds, api)[0])
             if self.measured:
-                ref_s, cand_s = engine.interleave([ref_call, cand_call], should_stop=stop)
+                ref_s, cand_s = engine.interleave(
+                    list(calls), should_stop=stop, watch_cpu=watches_cpu(ref, cand)
+                )
             else:
-                ref_s, cand_s = smoke(ref_call, engine.clock), smoke(cand_call, engine.clock)
-            ratios = ratio_of_blocks(ref_s.values, cand_s.values)
-            estimate = paired_ratio(ratios, confidence)
-            return Comparison(
-                test=self.test,
-                name=label,
-                api=api,
-                reference=self._arm(reference, ref_s, label, "reference", api),
-                candidate=self._arm(candidate, cand_s, label, "candidate", api),
-                block_ratios=tuple(ratios),
-                ratio=estimate.ratio,
-                low=estimate.low,
-                high=estimate.high,
-                confidence=confidence,
-                measured=self.measured,
-                output_diffs=tuple(diffs),
-            )
+                ref_s, cand_s = smoke(calls[0], engine.clock), smoke(calls[1], engine.clock)
+            return comparison(
+                self._result(f"{label}:reference", api, ref_s, ref, self.measured),
+                self._result(f"{label}:candidate", api, cand_s, cand, self.measured),
+                label, confidence, tuple(diffs),
+            )  # fmt: skip
 
-        result, verdicts, confirmed = self._judged(measure, entry)
+        decision = self._decide(measure, entry)
+        result, verdicts = decision.record, decision.verdicts
         arms = {"reference": reference, "candidate": candidate}
         extra = {}
         if self.measured and self.profile_arms:
@@ -321,7 +451,7 @@ class Recorder:
 
             return attribution(arms, feeds, (entry or {}).get(OP_SHARES))
 
-        self._enforce(label, verdicts, confirmed, attribute)
+        self._enforce(label, decision, attribute)
         return result
 
     def profile(
@@ -384,19 +514,6 @@ class Recorder:
         self._record(result)
         return result
 
-    def _arm(
-        self, session: OrtSession, samples: Samples, label: str, role: str, api: str
-    ) -> LatencyResult:
-        return LatencyResult(
-            test=self.test,
-            name=f"{label}:{role}",
-            api=api,
-            samples=samples.values,
-            calls_per_block=samples.calls_per_block,
-            measured=self.measured,
-            session=session.info(with_histogram=self.measured),
-        )
-
     def rank(
         self,
         variants: Mapping[str, OrtSession],
@@ -440,7 +557,10 @@ class Recorder:
 
         keys = list(calls)
         if self.measured:
-            all_samples = self.engine.interleave([calls[k][0] for k in keys])
+            all_samples = self.engine.interleave(
+                [calls[k][0] for k in keys],
+                watch_cpu=watches_cpu(*(calls[k][2] for k in keys)),
+            )
         else:
             all_samples = [smoke(calls[k][0], self.engine.clock) for k in keys]
         rows = []
@@ -454,6 +574,8 @@ class Recorder:
                 calls_per_block=samples.calls_per_block,
                 measured=self.measured,
                 session=session.info(),
+                preempted=samples.preempted,
+                preempted_kept=samples.preempted_kept,
             )
             self._record(result)
             rows.append({"variant": key, "api": api, **result.summary.to_dict()})

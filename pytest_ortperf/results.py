@@ -35,6 +35,9 @@ class Outcome(str, Enum):
 
     REGRESSED = "regressed"
     INCONCLUSIVE = "inconclusive"
+    UNSTABLE = "unstable"
+    """The measurement itself is not trustworthy (dependent blocks, most blocks preempted):
+    it passes unless strict, and says what to do about the machine."""
     NEW = "new"
     IMPROVED = "improved"
     NOT_COMPARABLE = "not_comparable"
@@ -52,9 +55,9 @@ class Outcome(str, Enum):
 
     @property
     def needs_attention(self) -> bool:
-        """Regressed or inconclusive: shown first, whether or not the test failed (an
-        inconclusive verdict fails only under ``--ortperf-strict``)."""
-        return self in (Outcome.REGRESSED, Outcome.INCONCLUSIVE)
+        """Regressed, inconclusive or unstable: shown first, whether or not the test failed
+        (inconclusive and unstable verdicts fail only under ``--ortperf-strict``)."""
+        return self in (Outcome.REGRESSED, Outcome.INCONCLUSIVE, Outcome.UNSTABLE)
 
 
 _OUTCOME_RANK = {outcome: i for i, outcome in enumerate(Outcome)}
@@ -84,10 +87,10 @@ class Verdict:
     message: str
 
     def failed(self, strict: bool = False) -> bool:
-        """Regressed always fails; inconclusive and new fail only under ``strict``."""
+        """Regressed always fails; inconclusive, unstable and new only under ``strict``."""
         if self.outcome is Outcome.REGRESSED:
             return True
-        if self.outcome in (Outcome.INCONCLUSIVE, Outcome.NEW):
+        if self.outcome in (Outcome.INCONCLUSIVE, Outcome.UNSTABLE, Outcome.NEW):
             return strict
         return False
 
@@ -193,7 +196,10 @@ class LatencyResult:
     """Latency of one target: raw block samples and their summary, in seconds per call.
 
     ``measured`` is False in smoke mode (plain ``pytest``): then the single sample comes from
-    one call and is not a measurement.
+    one call and is not a measurement. ``preempted`` counts the timed blocks (rounds, for a
+    comparison's arm) that a preemption interrupted: they are left out of ``samples``,
+    unless fewer than two blocks were clean, when ``samples`` keeps them all and
+    ``preempted_kept`` is True (see :class:`~pytest_ortperf.measure.Samples`).
     """
 
     test: str
@@ -203,6 +209,14 @@ class LatencyResult:
     calls_per_block: int
     measured: bool
     session: SessionInfo | None = None
+    preempted: int = 0
+    preempted_kept: bool = False
+    control: LatencyResult | None = None
+    """The control workload measured interleaved with the target (a normalized latency:
+    its gate judges ``block_ratios``, target over control); None for an absolute one."""
+    runs: tuple[int, ...] = ()
+    """Block counts of the independent runs the samples come from, in order (several
+    when ``--ortperf-update`` took a baseline; empty: one run)."""
     summary: Summary = field(init=False, repr=False, compare=False)
 
     kind = "latency"
@@ -246,6 +260,19 @@ class LatencyResult:
     def n(self) -> int:
         return self.summary.n
 
+    @property
+    def block_ratios(self) -> tuple[float, ...]:
+        """Target over control, per round (empty without a control)."""
+        if self.control is None:
+            return ()
+        return tuple(t / c for t, c in zip(self.samples, self.control.samples, strict=True))
+
+    @property
+    def preempted_share(self) -> float:
+        """Preempted blocks over all timed blocks, kept or not (0.0 without blocks)."""
+        blocks = len(self.samples) + (0 if self.preempted_kept else self.preempted)
+        return self.preempted / blocks if blocks else 0.0
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "kind": self.kind,
@@ -256,7 +283,15 @@ class LatencyResult:
             "calls_per_block": self.calls_per_block,
             "measured": self.measured,
             "session": None if self.session is None else self.session.to_dict(),
+            "preempted": self.preempted,
+            "preempted_kept": self.preempted_kept,
             "summary": self.summary.to_dict(),
+            **(
+                {}
+                if self.control is None
+                else {"control": self.control.to_dict(), "block_ratios": list(self.block_ratios)}
+            ),
+            **({"runs": list(self.runs)} if self.runs else {}),
         }
 
     @classmethod
@@ -270,6 +305,11 @@ class LatencyResult:
             calls_per_block=int(data["calls_per_block"]),
             measured=bool(data["measured"]),
             session=None if session is None else SessionInfo.from_dict(session),
+            # Records written before preemption was detected have neither key.
+            preempted=int(data.get("preempted") or 0),
+            preempted_kept=bool(data.get("preempted_kept", False)),
+            control=LatencyResult.from_dict(data["control"]) if data.get("control") else None,
+            runs=tuple(int(x) for x in data.get("runs") or ()),
         )
 
 
@@ -293,8 +333,9 @@ class OutputDiff:
 class Comparison:
     """Candidate vs reference measured interleaved.
 
-    ``ratio`` is the median of the paired block ratios candidate/reference (below 1: the
-    candidate is faster), with a distribution-free interval ``[low, high]``.
+    ``ratio`` is the Hodges-Lehmann estimate of the paired block ratios candidate/reference
+    (below 1: the candidate is faster; the gate's estimator), with its distribution-free
+    interval ``[low, high]`` at ``confidence``. ``runs`` as for :class:`LatencyResult`.
     """
 
     test: str
@@ -309,6 +350,7 @@ class Comparison:
     confidence: float
     measured: bool
     output_diffs: tuple[OutputDiff, ...] = ()
+    runs: tuple[int, ...] = ()
 
     kind = "compare"
 
@@ -332,6 +374,7 @@ class Comparison:
             "confidence": self.confidence,
             "measured": self.measured,
             "output_diffs": [d.to_dict() for d in self.output_diffs],
+            **({"runs": list(self.runs)} if self.runs else {}),
         }
 
     @classmethod
@@ -349,6 +392,7 @@ class Comparison:
             confidence=float(data["confidence"]),
             measured=bool(data["measured"]),
             output_diffs=tuple(OutputDiff.from_dict(d) for d in data["output_diffs"]),
+            runs=tuple(int(x) for x in data.get("runs") or ()),
         )
 
 

@@ -8,7 +8,7 @@ imported when a measured run needs them.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -30,6 +30,35 @@ def environment() -> Mapping[str, Any]:
     from pytest_ortperf.env import collect_environment
 
     return collect_environment()
+
+
+def history(state: OrtperfState) -> Callable[[Mapping[str, Any]], list[float] | None]:
+    """Per-run medians of earlier runs of an absolute latency record, on this machine's
+    fingerprint and the record's session settings, from the run's store (None: no store,
+    or it cannot be read: the verdict then says the latency is not gated)."""
+
+    def earlier(record: Mapping[str, Any]) -> list[float] | None:
+        store = state.store_target()
+        if store is None:
+            return None
+        from pytest_ortperf.store import StoreError, run_medians
+
+        env = environment()
+        session = record.get("session") or {}
+        match = {
+            "fingerprint": env.get("fingerprint"),
+            "ort_version": env.get("ort_version"),
+            **{k: session.get(k) for k in ("providers", "threads", "spinning", "optimization")},
+        }
+        try:
+            return run_medians(
+                store, str(record["test"]), str(record["name"]), api=str(record["api"]),
+                fingerprint=match,
+            )  # fmt: skip
+        except StoreError:
+            return None
+
+    return earlier
 
 
 class OrtperfState:

@@ -119,9 +119,18 @@ def ratio_of_blocks(reference: Sequence[float], candidate: Sequence[float]) -> l
 
 
 def paired_ratio(ratios: Sequence[float], confidence: float = 0.95) -> RatioEstimate:
-    """Median of paired ratios with its distribution-free interval."""
-    low, high = median_ci(ratios, confidence)
-    return RatioEstimate(ratio=median(ratios), low=low, high=high, confidence=confidence)
+    """Hodges-Lehmann estimate of paired ratios (on log scale, the gate's estimator) with
+    its distribution-free signed-rank interval; ``(min, max)`` when there are too few
+    ratios to reach ``confidence``."""
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    logs = np.log(np.asarray(ratios, dtype=np.float64))
+    if logs.size == 0 or not np.all(np.isfinite(logs)):
+        raise ValueError("paired ratios must be a non-empty sequence of positive numbers")
+    shift = signed_rank_shift(logs, (1.0 - confidence) / 2.0)
+    low = math.exp(shift.low) if math.isfinite(shift.low) else float(np.exp(logs.min()))
+    high = math.exp(shift.high) if math.isfinite(shift.high) else float(np.exp(logs.max()))
+    return RatioEstimate(math.exp(shift.estimate), low, high, confidence)
 
 
 @dataclass(frozen=True)
@@ -282,3 +291,204 @@ def rank_sum_shift(
 def min_attainable_p(n: int) -> float:
     """The smallest one-sided p-value the signed-rank test can give with ``n`` pairs."""
     return 0.5**n if n > 0 else 1.0
+
+
+# --------------------------------------------------------------------------- Student's t
+
+_EPS = 1e-15
+_TINY = 1e-300
+_MAX_ITER = 500
+
+
+def _beta_fraction(a: float, b: float, x: float) -> float:
+    """Continued fraction of the incomplete beta function (modified Lentz's method)."""
+    qab, qap, qam = a + b, a + 1.0, a - 1.0
+    c, d = 1.0, 1.0 - qab * x / qap
+    d = 1.0 / (d if abs(d) > _TINY else _TINY)
+    h = d
+    for m in range(1, _MAX_ITER + 1):
+        m2 = 2 * m
+        aa = m * (b - m) * x / ((qam + m2) * (a + m2))
+        d = 1.0 + aa * d
+        d = 1.0 / (d if abs(d) > _TINY else _TINY)
+        c = 1.0 + aa / c
+        c = c if abs(c) > _TINY else _TINY
+        h *= d * c
+        aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))
+        d = 1.0 + aa * d
+        d = 1.0 / (d if abs(d) > _TINY else _TINY)
+        c = 1.0 + aa / c
+        c = c if abs(c) > _TINY else _TINY
+        step = d * c
+        h *= step
+        if abs(step - 1.0) < _EPS:
+            return h
+    raise ArithmeticError(f"incomplete beta ({a}, {b}, {x}): no convergence")
+
+
+def regularized_beta(a: float, b: float, x: float) -> float:
+    """The regularized incomplete beta function ``I_x(a, b)`` for ``a, b > 0``, ``0 <= x
+    <= 1`` (continued fraction, relative error about 1e-13)."""
+    if not (a > 0 and b > 0):
+        raise ValueError(f"regularized_beta: a and b must be positive, got {a}, {b}")
+    if not 0.0 <= x <= 1.0:
+        raise ValueError(f"regularized_beta: x must be in [0, 1], got {x}")
+    return _ibeta(a, b, x, 1.0 - x)
+
+
+def _ibeta(a: float, b: float, x: float, y: float) -> float:
+    """``I_x(a, b)`` with ``y = 1 - x`` given as accurately as the caller knows it."""
+    if x <= 0.0:
+        return 0.0
+    if y <= 0.0:
+        return 1.0
+    log_front = (
+        math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log(y)
+    )
+    front = math.exp(log_front)
+    # The fraction converges fast for x < (a + 1) / (a + b + 2); use the symmetry otherwise.
+    if x < (a + 1.0) / (a + b + 2.0):
+        return front * _beta_fraction(a, b, x) / a
+    return 1.0 - front * _beta_fraction(b, a, y) / b
+
+
+T_NORMAL_DF = 1e7
+"""Degrees of freedom from which Student's t is taken as the standard normal (an
+infinite ``df``: a variance known exactly)."""
+
+
+def t_sf(t: float, df: float) -> float:
+    """Upper tail ``P(T > t)`` of Student's t with ``df > 0`` (possibly infinite) degrees
+    of freedom."""
+    if not df > 0:
+        raise ValueError(f"t_sf: degrees of freedom must be positive, got {df}")
+    if math.isnan(t):
+        return math.nan
+    if math.isinf(t * t):
+        return 0.0 if t > 0 else 1.0
+    if df >= T_NORMAL_DF:
+        return _upper_tail(t)
+    # P(|T| > |t|) = I_x(df / 2, 1 / 2) with x = df / (df + t^2); 1 - x computed directly
+    # (for small |t|, x rounds to 1).
+    t2 = t * t
+    both = _ibeta(df / 2.0, 0.5, df / (df + t2), t2 / (df + t2))
+    tail = 0.5 * both
+    return tail if t >= 0 else 1.0 - tail
+
+
+def t_cdf(t: float, df: float) -> float:
+    """``P(T <= t)`` of Student's t with ``df > 0`` degrees of freedom."""
+    return t_sf(-t, df)
+
+
+def t_quantile(q: float, df: float) -> float:
+    """The ``q`` quantile of Student's t with ``df > 0`` degrees of freedom, ``0 < q < 1``
+    (bracketing, then bisection to machine precision)."""
+    if not 0.0 < q < 1.0:
+        raise ValueError(f"t_quantile: q must be in (0, 1), got {q}")
+    if q == 0.5:
+        return 0.0
+    if q < 0.5:
+        return -t_quantile(1.0 - q, df)
+    tail = 1.0 - q
+    low, high = 0.0, 1.0
+    while t_sf(high, df) > tail:
+        low, high = high, high * 2.0
+        if high > 1e300:
+            return math.inf
+    for _ in range(200):
+        mid = 0.5 * (low + high)
+        if mid in (low, high):
+            break
+        if t_sf(mid, df) > tail:
+            low = mid
+        else:
+            high = mid
+    return 0.5 * (low + high)
+
+
+def chi2_quantile(q: float, df: float) -> float:
+    """The ``q`` quantile of the chi-square distribution with ``df`` degrees of freedom,
+    exact for 1 and 2, else by the Wilson-Hilferty cube approximation (within 7% of the
+    exact quantile from 3 degrees of freedom at 5% and 95%; lower quantiles err low, i.e.
+    conservative when dividing by them)."""
+    if not 0.0 < q < 1.0:
+        raise ValueError(f"chi2_quantile: q must be in (0, 1), got {q}")
+    if not df > 0:
+        raise ValueError(f"chi2_quantile: degrees of freedom must be positive, got {df}")
+    if df == 1:  # exact: the square of a standard normal
+        return _NORMAL.inv_cdf((1.0 + q) / 2.0) ** 2
+    if df == 2:  # exact: an exponential with mean 2
+        return -2.0 * math.log1p(-q)
+    c = 2.0 / (9.0 * df)
+    cube = 1.0 - c + _NORMAL.inv_cdf(q) * math.sqrt(c)
+    return df * max(cube, 0.0) ** 3
+
+
+def satterthwaite(parts: Sequence[tuple[float, float]]) -> tuple[float, float]:
+    """Sum of independent variance estimates ``(variance, degrees of freedom)`` and the
+    Welch-Satterthwaite degrees of freedom of the sum (infinite parts are known exactly)."""
+    total = math.fsum(v for v, _ in parts)
+    denominator = math.fsum(v * v / df for v, df in parts if v > 0 and math.isfinite(df))
+    if total <= 0:
+        return 0.0, math.inf
+    return total, (total * total / denominator) if denominator > 0 else math.inf
+
+
+# --------------------------------------------------------------------------- one run
+
+
+DEPENDENCE_CAP = 0.8
+"""Largest lag-1 autocorrelation :class:`RunEstimate` corrects for; beyond it the blocks say
+too little about the run to be corrected."""
+
+
+def lag1_autocorrelation(values: Sequence[float] | FloatArray) -> float:
+    """Lag-1 autocorrelation of values around their median (robust to a few outliers);
+    0 for fewer than three values or no spread."""
+    x = np.asarray(values, dtype=np.float64)
+    if x.size < 3:
+        return 0.0
+    centred = x - np.median(x)
+    denominator = float(np.dot(centred, centred))
+    if denominator == 0:
+        return 0.0
+    return float(np.dot(centred[:-1], centred[1:]) / denominator)
+
+
+@dataclass(frozen=True)
+class RunEstimate:
+    """The location of one measurement's values (log-ratios, log-times): Hodges-Lehmann
+    estimate, its standard error from the signed-rank 95% interval, and the lag-1
+    autocorrelation of the values in measuring order."""
+
+    estimate: float
+    se: float
+    rho: float
+    n: int
+
+    @property
+    def inflation(self) -> float:
+        """Factor on ``se`` for positively dependent values (AR(1) variance of a mean)."""
+        r = min(max(self.rho, 0.0), DEPENDENCE_CAP)
+        return math.sqrt((1.0 + r) / (1.0 - r))
+
+    @property
+    def dependent(self) -> bool:
+        """Whether the autocorrelation is significant (one-sided 5%, white-noise bound)."""
+        return self.n >= 8 and self.rho > 1.645 / math.sqrt(self.n)
+
+
+def run_estimate(values: Sequence[float] | FloatArray) -> RunEstimate:
+    """:class:`RunEstimate` of one measurement's values in measuring order."""
+    x = np.asarray(values, dtype=np.float64)
+    if x.size == 0:
+        raise ValueError("no values to estimate from")
+    shift = signed_rank_shift(x, 0.025)
+    if math.isfinite(shift.low) and math.isfinite(shift.high):
+        se = (shift.high - shift.low) / (2.0 * 1.959964)
+    elif x.size >= 2:
+        se = float(np.std(x, ddof=1)) / math.sqrt(x.size)
+    else:
+        se = math.inf
+    return RunEstimate(shift.estimate, se, lag1_autocorrelation(x), int(x.size))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
@@ -20,6 +21,11 @@ GATED_MIN_BLOCKS = 9
 """The fewest blocks of a gated measurement at the default alpha 0.01 (the plugin raises the
 engine's ``min_blocks`` to ``gating.rules.min_blocks_for(alpha)``): a ScriptedEngine asks
 its stop rule at the same rounds as the engine it stands in for."""
+
+
+CONTROL_SECONDS = 1e-4
+"""Seconds per call a ScriptedEngine gives a normalized measurement's control workload, in
+every round: the target/control ratio then moves exactly as the scripted target does."""
 
 
 def _no_time() -> int:
@@ -42,8 +48,10 @@ class _Script:
 
     measure: list[tuple[float, ...]]
     interleave: list[list[tuple[float, ...]]]
+    preempted: list[int] = field(default_factory=list)
     log: list[object] = field(default_factory=list)
     stopped_at: list[int] = field(default_factory=list)
+    watch_cpu: list[bool] = field(default_factory=list)
 
 
 class ScriptedEngine:
@@ -52,10 +60,15 @@ class ScriptedEngine:
 
     ``measure`` and ``interleave`` are queues of samples (seconds per call) consumed one per
     measurement; the last one repeats. Assign it to ``ortperf.engine`` in a test.
+    ``preempted`` is a queue of preempted-block counts consumed the same way (none: 0),
+    reported in :attr:`Samples.preempted` of every arm (when the measurement was asked to
+    ``watch_cpu``, else 0); each measurement's ``watch_cpu`` lands in ``watch_cpu``. A
+    normalized measurement (``measure`` with a ``control``) gets the scripted target
+    samples and ``control_seconds`` in every round for the control workload.
 
     It behaves like the real engine where the gate relies on it: an interleaved measurement
-    replays its rounds one by one and asks ``should_stop`` when the real engine would (every
-    ``CHECK_EVERY`` rounds once ``min_blocks`` are done), ending early when told to (the
+    replays its rounds one by one and asks ``should_stop`` when the real engine would
+    (:func:`~pytest_ortperf.measure.asks_stop_rule`), ending early when told to (the
     round count lands in ``stopped_at``); ``scaled(factor)`` returns an engine with
     ``budget_factor`` multiplied that shares the queues and the log. ``log`` records what
     was asked (``"measure"``, ``"interleave"``, ``("scaled", 2.0)``), so a test can check
@@ -69,10 +82,14 @@ class ScriptedEngine:
         interleave: Iterable[Sequence[Sequence[float]]] = (),
         calls_per_block: int = 1,
         min_blocks: int = GATED_MIN_BLOCKS,
+        preempted: Iterable[int] = (),
+        control_seconds: float = CONTROL_SECONDS,
     ) -> None:
+        self.control_seconds = control_seconds
         self._script = _Script(
             measure=[tuple(s) for s in measure],
             interleave=[[tuple(s) for s in arms] for arms in interleave],
+            preempted=[int(n) for n in preempted],
         )
         self.calls_per_block = calls_per_block
         self.min_blocks = min_blocks
@@ -87,37 +104,81 @@ class ScriptedEngine:
     def stopped_at(self) -> list[int]:
         return self._script.stopped_at
 
+    @property
+    def watch_cpu(self) -> list[bool]:
+        """The ``watch_cpu`` of each measurement, in order."""
+        return self._script.watch_cpu
+
+    def _samples(self, values: tuple[float, ...], watch_cpu: bool, preempted: int) -> Samples:
+        return Samples(
+            values, self.calls_per_block, preempted=preempted if watch_cpu else 0, watched=watch_cpu
+        )
+
+    def _next_preempted(self, watch_cpu: bool) -> int:
+        """Log ``watch_cpu`` and take the next scripted preempted count (0 if none)."""
+        self.watch_cpu.append(watch_cpu)
+        return _next(self._script.preempted, "preempted") if self._script.preempted else 0
+
     def scaled(self, factor: float) -> ScriptedEngine:
         self.log.append(("scaled", factor))
-        child = ScriptedEngine(calls_per_block=self.calls_per_block, min_blocks=self.min_blocks)
+        child = ScriptedEngine(
+            calls_per_block=self.calls_per_block,
+            min_blocks=self.min_blocks,
+            control_seconds=self.control_seconds,
+        )
         child._script = self._script
         child.budget_factor = self.budget_factor * factor
         return child
 
-    def measure(self, call: Call) -> Samples:
+    def measure(
+        self,
+        call: Call,
+        *,
+        watch_cpu: bool = True,
+        control: Call | None = None,
+        should_stop: StopRule | None = None,
+    ) -> Samples:
         call()
         values = _next(self._script.measure, "measure")
         self.log.append("measure")
-        return Samples(values, self.calls_per_block)
+        preempted = self._next_preempted(watch_cpu)
+        if control is None:
+            return self._samples(values, watch_cpu, preempted)
+        control()
+        steady = (self.control_seconds,) * len(values)
+        rounds = self._rounds([steady, values], should_stop)
+        return dataclasses.replace(
+            self._samples(values[:rounds], watch_cpu, preempted),
+            control=self._samples(steady[:rounds], watch_cpu, preempted),
+        )
 
-    def interleave(
-        self, calls: Sequence[Call], *, should_stop: StopRule | None = None
-    ) -> list[Samples]:
-        for call in calls:
-            call()
-        arms = _next(self._script.interleave, "interleave")
-        self.log.append("interleave")
-        if len(arms) != len(calls):
-            raise ValueError(f"scripted {len(arms)} arms for {len(calls)} targets")
+    def _rounds(self, arms: Sequence[Sequence[float]], should_stop: StopRule | None) -> int:
+        """Rounds replayed before ``should_stop`` ends them, asked when the engine would."""
         rounds = len(arms[0])
-        if any(len(values) != rounds for values in arms):
-            raise ValueError(f"scripted arms differ in length: {[len(v) for v in arms]}")
         if should_stop is not None:
             for done in range(1, rounds + 1):
                 if asks_stop_rule(done, self.min_blocks) and should_stop(
                     [values[:done] for values in arms]
                 ):
                     self.stopped_at.append(done)
-                    rounds = done
-                    break
-        return [Samples(values[:rounds], self.calls_per_block) for values in arms]
+                    return done
+        return rounds
+
+    def interleave(
+        self,
+        calls: Sequence[Call],
+        *,
+        should_stop: StopRule | None = None,
+        watch_cpu: bool = True,
+    ) -> list[Samples]:
+        for call in calls:
+            call()
+        arms = _next(self._script.interleave, "interleave")
+        self.log.append("interleave")
+        preempted = self._next_preempted(watch_cpu)
+        if len(arms) != len(calls):
+            raise ValueError(f"scripted {len(arms)} arms for {len(calls)} targets")
+        if any(len(values) != len(arms[0]) for values in arms):
+            raise ValueError(f"scripted arms differ in length: {[len(v) for v in arms]}")
+        rounds = self._rounds(arms, should_stop)
+        return [self._samples(values[:rounds], watch_cpu, preempted) for values in arms]

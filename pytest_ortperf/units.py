@@ -86,6 +86,11 @@ def format_interval(low: float, high: float) -> str:
     return f"[{format_change(low)}, {format_change(high)}]"
 
 
+def format_confidence(confidence: float) -> str:
+    """The label of an interval's confidence: ``95% CI``."""
+    return f"{confidence * 100:.3g}% CI"
+
+
 MAX_THRESHOLD = 10.0
 """The largest slowdown threshold, 1000%, and only written with ``%``."""
 

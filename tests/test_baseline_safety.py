@@ -19,6 +19,7 @@ from test_gating_baseline import ENV, SAMPLES, TEST, latency_record, local_entri
 from pytest_ortperf.files import LockTimeout, file_lock, remove_stale_temps
 from pytest_ortperf.gating.baseline import (
     MAX_ENTRY_DEPTH,
+    SCHEMA_VERSION,
     Baseline,
     BaselineError,
     NewerBaselineError,
@@ -315,7 +316,7 @@ def damaged(path: Path, damage: str, key: str, field: str, value: Any) -> str:
         data["entries"][key][field] = value
         text = json.dumps(data)
     elif damage == "newer_schema":
-        data["schema"] = 2
+        data["schema"] = SCHEMA_VERSION + 1
         data["entries"][key]["new_field"] = {"from": "the future"}
         text = json.dumps(data)
     else:

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from pytest_ortperf.gating.baseline import (
+    ENVIRONMENT_KEYS,
     SCHEMA_VERSION,
     Baseline,
     BaselineError,
@@ -27,11 +28,18 @@ from pytest_ortperf.results import Comparison, LatencyResult, Outcome, SessionIn
 TEST = "tests/test_models.py::test_fused"
 ENV = {
     "ort_version": "1.32.0",
+    "ort_build": "release",
     "cpu_model": "Intel Xeon",
+    "isa": ["avx2", "avx512f", "fma"],
+    "effective_cpus": 2,
     "logical_cores": 2,
     "fingerprint": "0123456789ab",
     "python_version": "3.11.7",
+    "numpy_version": "2.0.0",
+    "onnx_version": "1.17.0",
+    "memory_bytes": 16 << 30,
 }
+CONTROL_SECONDS = 1e-4
 
 
 def session(hist: dict[str, int], threads: int = 1) -> SessionInfo:
@@ -70,10 +78,32 @@ def compare_record(
     ).to_dict()
 
 
-def latency_record(samples: list[float], threads: int = 1, test: str = TEST) -> dict[str, Any]:
+def latency_record(
+    samples: list[float],
+    threads: int = 1,
+    test: str = TEST,
+    *,
+    control: list[float] | None = None,
+) -> dict[str, Any]:
+    """An absolute latency record, or a normalized one when ``control`` gives the control
+    workload's samples (one per round, measured interleaved with the target)."""
+    measured_control = None
+    if control is not None:
+        measured_control = LatencyResult(
+            test, "ortperf-control", "iobinding", tuple(control), 50, True,
+            session({"MatMul": 2, "Add": 2, "Relu": 2}, threads),
+        )  # fmt: skip
     return LatencyResult(
-        test, "lat", "run", tuple(samples), 50, True, session({"Relu": 1}, threads)
-    ).to_dict()
+        test, "lat", "run", tuple(samples), 50, True, session({"Relu": 1}, threads),
+        control=measured_control,
+    ).to_dict()  # fmt: skip
+
+
+def normalized_record(
+    samples: list[float], threads: int = 1, control_seconds: float = CONTROL_SECONDS
+) -> dict[str, Any]:
+    """A normalized latency record whose control took ``control_seconds`` in every round."""
+    return latency_record(samples, threads, control=[control_seconds] * len(samples))
 
 
 RATIOS = [0.9123456789 + 0.001 * (i % 5) for i in range(25)]
@@ -111,16 +141,39 @@ def test_entry_from_record_contents() -> None:
         "threads": 1,
         "spinning": False,
     }
+    # Every fingerprint key of ENVIRONMENT_KEYS, ISA flags as one string; nothing else
+    # (memory_bytes is not a fingerprint key).
     assert cmp["environment"] == {
         "ort_version": "1.32.0",
+        "ort_build": "release",
         "cpu_model": "Intel Xeon",
+        "isa": "avx2 avx512f fma",
+        "effective_cpus": 2,
         "logical_cores": 2,
+        "python_version": "3.11.7",
+        "numpy_version": "2.0.0",
+        "onnx_version": "1.17.0",
         "fingerprint": "0123456789ab",
     }
+    assert set(cmp["environment"]) == set(ENVIRONMENT_KEYS)
+    assert "runs" not in cmp  # one run: no run sizes
     assert set(cmp["medians"]) == {"reference", "candidate"}
     assert lat["kind"] == "latency" and lat["n"] == 30 and lat["calls_per_block"] == 50
     assert lat["samples"][0] == 0.00123457 and lat["updated"] == "2026-01-02"
     assert lat["session"]["threads"] == 1
+    assert lat["mode"] == "absolute"
+    assert "block_ratios" not in lat and "control" not in lat
+    # A normalized latency keeps its target/control block ratios and the control's median.
+    norm = entry_from_record(normalized_record(SAMPLES), ENV, updated="2026-01-02")
+    assert norm["mode"] == "normalized" and norm["n"] == 30
+    assert norm["control"] == {"model": "ortperf-control", "median": CONTROL_SECONDS}
+    assert norm["block_ratios"][0] == pytest.approx(SAMPLES[0] / CONTROL_SECONDS, rel=1e-5)
+    assert len(norm["block_ratios"]) == 30 and "runs" not in norm
+    # Several runs (what --ortperf-update takes): their block counts are kept.
+    several = entry_from_record(
+        {**compare_record(RATIOS), "runs": [10, 15]}, ENV, updated="2026-01-02"
+    )
+    assert several["runs"] == [10, 15]
 
 
 def test_entry_from_record_rejects_smoke_and_unknown() -> None:
@@ -147,7 +200,7 @@ def test_round_trip_and_stable_bytes(tmp_path: Path) -> None:
     # number lists on one line; keys sorted; indent 2
     assert '"block_ratios": [0.912346, 0.913346,' in text
     assert text.index('"kind"') < text.index('"name"') < text.index('"ratio"')
-    assert '\n  "schema": 1\n' in text
+    assert '\n  "schema": 2\n' in text
     assert oct(path.stat().st_mode & 0o777) == oct(0o644)
 
 
@@ -169,12 +222,25 @@ def test_corrupt_file_names_file_and_line(tmp_path: Path) -> None:
 
 def test_newer_schema(tmp_path: Path) -> None:
     path = tmp_path / "t.json"
-    path.write_text(json.dumps({"schema": 2, "entries": {}}))
-    with pytest.raises(BaselineError, match=r"newer pytest-ortperf \(schema 2 > 1\); upgrade"):
+    path.write_text(json.dumps({"schema": SCHEMA_VERSION + 1, "entries": {}}))
+    with pytest.raises(BaselineError, match=r"newer pytest-ortperf \(schema 3 > 2\); upgrade"):
         load_baseline(path)
     path.write_text(json.dumps({"entries": {}}))
     with pytest.raises(BaselineError, match="schema"):
         load_baseline(path)
+
+
+def test_schema_1_files_are_still_read(tmp_path: Path) -> None:
+    """A file written before schema 2 (no ``runs``, ``mode`` or control) is read as it is,
+    and its compare entry is judged as a baseline of one run."""
+    path = tmp_path / "t.json"
+    old = {k: v for k, v in entries()[f"{TEST}::cmp"].items() if k != "runs"}
+    old["environment"] = {k: ENV[k] for k in ("ort_version", "cpu_model", "logical_cores")}
+    path.write_text(json.dumps({"schema": 1, "entries": {f"{TEST}::cmp": old}}))
+    loaded = load_baseline(path)
+    assert loaded.schema == 1 and dict(loaded.entries) == {f"{TEST}::cmp": old}
+    [_, ratio] = judge_entry(loaded.entries[f"{TEST}::cmp"], compare_record(RATIOS), ENV)
+    assert ratio.outcome is Outcome.OK and "(25 blocks)" in ratio.message
 
 
 @pytest.mark.parametrize(
@@ -341,17 +407,50 @@ def test_judge_entry_compare() -> None:
 
 
 def test_judge_entry_latency() -> None:
-    entry = entries()[f"{TEST}::lat"]
-    [same] = judge_entry(entry, latency_record(SAMPLES), ENV)
+    """A normalized latency is judged on its target/control ratios against the entry's."""
+    entry = entry_from_record(normalized_record(SAMPLES), ENV, updated="2026-01-02")
+    [same] = judge_entry(entry, normalized_record(SAMPLES), ENV)
     assert same.outcome is Outcome.OK
-    [slow] = judge_entry(entry, latency_record([s * 1.2 for s in SAMPLES]), ENV)
-    assert slow.outcome is Outcome.REGRESSED
-    [elsewhere] = judge_entry(entry, latency_record(SAMPLES), {**ENV, "cpu_model": "EPYC"})
+    [slow] = judge_entry(entry, normalized_record([s * 1.2 for s in SAMPLES]), ENV)
+    assert slow.outcome is Outcome.REGRESSED and slow.metric == "latency"
+    assert "normalized by its control" in slow.message
+    # A machine-wide slowdown hits target and control alike: the ratio is unchanged.
+    [busy] = judge_entry(
+        entry,
+        normalized_record([s * 1.2 for s in SAMPLES], control_seconds=CONTROL_SECONDS * 1.2),
+        ENV,
+    )
+    assert busy.outcome is Outcome.OK
+    [elsewhere] = judge_entry(entry, normalized_record(SAMPLES), {**ENV, "cpu_model": "EPYC"})
     assert elsewhere.outcome is Outcome.NOT_COMPARABLE and "cpu_model" in elsewhere.message
-    [threads] = judge_entry(entry, latency_record(SAMPLES, threads=2), ENV)
+    [threads] = judge_entry(entry, normalized_record(SAMPLES, threads=2), ENV)
     assert threads.outcome is Outcome.NOT_COMPARABLE and "threads" in threads.message
-    [fresh] = judge_entry(None, latency_record(SAMPLES), ENV)
+    [fresh] = judge_entry(None, normalized_record(SAMPLES), ENV)
     assert fresh.outcome is Outcome.NEW
+    # An entry taken before normalized latencies (absolute) has no ratio to judge against.
+    [old] = judge_entry(entries()[f"{TEST}::lat"], normalized_record(SAMPLES), ENV)
+    assert old.outcome is Outcome.NEW and "no control measurement" in old.message
+
+
+def test_judge_entry_absolute_latency_against_earlier_runs() -> None:
+    """An absolute latency is judged against earlier runs' medians, never against the
+    blocks of the one run stored in the entry: without 5 earlier runs it is not gated."""
+    entry = entries()[f"{TEST}::lat"]
+    current = sorted(SAMPLES)[len(SAMPLES) // 2]
+    [alone] = judge_entry(entry, latency_record([s * 1.2 for s in SAMPLES]), ENV)
+    assert alone.outcome is Outcome.NOT_COMPARABLE
+    assert "not gated: 0 of 5 earlier runs" in alone.message
+    [four] = judge_entry(entry, latency_record(SAMPLES), ENV, earlier_medians=[current] * 4)
+    assert four.outcome is Outcome.NOT_COMPARABLE and "not gated: 4 of 5" in four.message
+    earlier = [current * (1 + 0.002 * (i % 3 - 1)) for i in range(8)]
+    [same] = judge_entry(entry, latency_record(SAMPLES), ENV, earlier_medians=earlier)
+    assert same.outcome is Outcome.OK
+    [slow] = judge_entry(
+        entry, latency_record([s * 1.2 for s in SAMPLES]), ENV, earlier_medians=earlier
+    )
+    assert slow.outcome is Outcome.REGRESSED and "8 runs" in slow.message
+    [fresh] = judge_entry(None, latency_record(SAMPLES), ENV, earlier_medians=earlier)
+    assert fresh.outcome is Outcome.OK  # no entry needed: the history is the baseline
 
 
 # --------------------------------------------------------------------------- planning a run

@@ -91,9 +91,13 @@ def test_update_writes_a_reviewable_baseline_and_a_rerun_is_ok(suite):
         ["*baseline __ortperf__/test_perf.json updated:*", "*test_attention::attention: new*"]
     )
     data = json.loads(baseline_file(suite).read_text())
-    assert data["schema"] == 1
+    assert data["schema"] == 2
     entry = data["entries"]["test_attention::attention"]
     assert entry["kind"] == "compare" and entry["ratio"] == pytest.approx(0.9)
+    # Taken as ten runs on fresh sessions, whose spread is the between-run variance.
+    assert entry["runs"] == [25] * 10 and len(entry["block_ratios"]) == 250
+    latency = data["entries"]["test_latency::lr"]
+    assert latency["mode"] == "normalized" and latency["control"]["model"] == "ortperf-control"
     assert entry["op_histograms"]["candidate"]["FusedMatMul"] == 1
     assert data["entries"]["test_latency::lr"]["kind"] == "latency"
     again = suite.runpytest(*RUN, "--ortperf")
@@ -112,9 +116,11 @@ def test_regression_fails_after_a_confirming_remeasure(suite):
     result.stdout.fnmatch_lines(
         [
             "*ortperf: 'attention' failed its performance gate*",
-            "*FAIL ratio: ratio 0.990 vs baseline 0.900: +10.0%*threshold 5%*-> regressed*",
+            "*FAIL ratio: ratio 0.990 vs baseline 0.900 (10 runs, 250 blocks): +10.0% [[]+9.*%, "
+            "+10.*%[]] 98% CI, threshold 5%*-> regressed*",
             "*structure: structure unchanged*",
-            "*(the verdict of a second measurement, at twice the budget)*",
+            "*(the verdict of a second measurement at twice the budget; the first read ratio "
+            "+10.0% [[]*[]] -> regressed)*",
             "*--ortperf-update*",
         ]
     )
@@ -150,10 +156,13 @@ def test_inconclusive_passes_unless_strict(suite):
     result = suite.runpytest(*RUN, "--ortperf")
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(["*attention*ratio*inconclusive*"])
-    assert "ENGINE LOG ['interleave', ('scaled', 2.0), 'interleave']" in result.stdout.str()
+    # Only what would fail is measured again: an inconclusive verdict passes as it is...
+    assert "ENGINE LOG ['interleave']" in result.stdout.str()
     strict = suite.runpytest(*RUN, "--ortperf", "--ortperf-strict")
     strict.assert_outcomes(failed=1, passed=1)
     strict.stdout.fnmatch_lines(["*FAIL ratio:*inconclusive*"])
+    # ...unless --ortperf-strict would fail it: then a second measurement decides.
+    assert "ENGINE LOG ['interleave', ('scaled', 2.0), 'interleave']" in strict.stdout.str()
 
 
 def test_marker_threshold_relaxes_one_test(suite):
@@ -238,7 +247,7 @@ def test_update_respects_k_and_reports_old_to_new(suite):
 
 def test_corrupt_baseline_fails_clearly_and_is_kept(suite):
     take_baseline(suite)
-    text = baseline_file(suite).read_text().replace('"schema": 1', '"schema": 1,,', 1)
+    text = baseline_file(suite).read_text().replace('"schema": 2', '"schema": 2,,', 1)
     baseline_file(suite).write_text(text)
     result = suite.runpytest(*RUN, "--ortperf")
     result.assert_outcomes(failed=2)
@@ -254,7 +263,7 @@ def test_newer_schema_asks_for_an_upgrade(suite):
     baseline_file(suite).write_text(json.dumps(data))
     result = suite.runpytest(*RUN, "--ortperf")
     result.assert_outcomes(failed=2)
-    result.stdout.fnmatch_lines(["*newer pytest-ortperf (schema 99 > 1); upgrade the plugin*"])
+    result.stdout.fnmatch_lines(["*newer pytest-ortperf (schema 99 > 2); upgrade the plugin*"])
 
 
 def test_update_never_fails_for_a_regression(suite):
@@ -340,3 +349,117 @@ def test_latency_threshold_is_separate_from_the_ratio_threshold(suite):
     result = suite.runpytest(*RUN, "--ortperf")
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(["*test_latency::lr*latency*ok*"])
+
+
+# --------------------------------------------------------------------------- fingerprints
+
+OTHER = {
+    "cpu_model": "Another CPU",
+    "isa": "avx2 fma sse4_2",
+    "ort_version": "1.0.0",
+    "ort_build": "onnxruntime-gpu==1.0.0",
+}
+
+
+@pytest.mark.parametrize("key", sorted(OTHER))
+def test_a_ratio_baseline_from_another_machine_or_ort_is_not_comparable(suite, key):
+    take_baseline(suite)
+    write_script(suite, compare=[blocks(0.99)])  # 10% slower: would fail if compared
+    data = json.loads(baseline_file(suite).read_text())
+    entry = data["entries"]["test_attention::attention"]
+    assert entry["environment"][key] is not None  # recorded when the baseline was taken
+    entry["environment"][key] = OTHER[key]
+    baseline_file(suite).write_text(json.dumps(data))
+    result = suite.runpytest(*RUN, "--ortperf")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*test_attention::attention*ratio*not_comparable*"])
+    # The verdict names the key, and an ini opt-in gates across it on purpose.
+    (suite.path / "pytest.ini").write_text(
+        f"[pytest]\nortperf_fingerprint_ignore = {key}\nortperf_json = out.json\n"
+    )
+    across = suite.runpytest(*RUN, "--ortperf")
+    across.assert_outcomes(failed=1, passed=1)
+    across.stdout.fnmatch_lines(["*FAIL ratio:*-> regressed*"])
+    first = json.loads((suite.path / "out.json").read_text())
+    assert first["results"]
+    (suite.path / "pytest.ini").write_text("[pytest]\nortperf_json = out.json\n")
+    suite.runpytest(*RUN, "--ortperf").assert_outcomes(passed=2)
+    report = json.loads((suite.path / "out.json").read_text())
+    (ratio,) = [
+        v for r in report["results"] for v in r.get("verdicts", ()) if v["metric"] == "ratio"
+    ]
+    assert ratio["outcome"] == "not_comparable" and f"{key}:" in ratio["message"]
+
+
+@pytest.mark.parametrize(("section", "key", "value"), [
+    ("sessions", "threads", 4), ("sessions", "spinning", True),
+    ("sessions", "optimization", "basic"), ("sessions", "providers", ["OtherProvider"]),
+])  # fmt: skip
+def test_session_settings_are_fingerprint_keys(suite, section, key, value):
+    take_baseline(suite)
+    data = json.loads(baseline_file(suite).read_text())
+    data["entries"]["test_attention::attention"][section]["candidate"][key] = value
+    baseline_file(suite).write_text(json.dumps(data))
+    write_script(suite, compare=[blocks(0.99)])
+    result = suite.runpytest(*RUN, "--ortperf")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*test_attention::attention*ratio*not_comparable*"])
+
+
+def test_unknown_fingerprint_key_in_the_ini_is_a_usage_error(suite):
+    (suite.path / "pytest.ini").write_text("[pytest]\nortperf_fingerprint_ignore = cpu_modle\n")
+    result = suite.runpytest(*RUN, "--ortperf")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["*ortperf_fingerprint_ignore*unknown fingerprint key 'cpu_modle'*"]
+    )
+
+
+# --------------------------------------------------------------------------- latency modes
+
+
+def test_normalized_latency_is_judged_against_its_control(suite):
+    take_baseline(suite)
+    # Target 30% slower, the control (scripted at a constant) unchanged: regressed.
+    write_script(suite, compare=[blocks(0.9)], latency=[latency_samples(1.3)])
+    result = suite.runpytest(*RUN, "--ortperf")
+    result.assert_outcomes(failed=1, passed=1)
+    result.stdout.fnmatch_lines(["*FAIL latency: latency *normalized by its control*regressed*"])
+
+
+def test_a_slower_control_makes_a_normalized_regression_unstable(suite):
+    take_baseline(suite)
+    # The baseline's control ran at 1e-4 s; make it look 30% faster then, i.e. the
+    # machine 30% slower now: the target's +30% is then no trustworthy regression.
+    data = json.loads(baseline_file(suite).read_text())
+    data["entries"]["test_latency::lr"]["control"]["median"] = 0.77e-4
+    baseline_file(suite).write_text(json.dumps(data))
+    write_script(suite, compare=[blocks(0.9)], latency=[latency_samples(1.3)])
+    result = suite.runpytest(*RUN, "--ortperf")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*test_latency::lr*latency*unstable*"])
+    strict = suite.runpytest(*RUN, "--ortperf", "--ortperf-strict")
+    strict.stdout.fnmatch_lines(["*FAIL latency:*control workload itself ran +29.9%*"])
+
+
+def test_absolute_latency_is_gated_against_earlier_runs_only(suite):
+    (suite.path / "pytest.ini").write_text(
+        "[pytest]\nortperf_latency = absolute\nortperf_store = results.sqlite\n"
+    )
+    write_script(suite, compare=[blocks(0.9)], latency=[latency_samples(1.0)])
+    suite.runpytest("-p", "no:cacheprovider", "-s", "--ortperf-update").assert_outcomes(passed=2)
+    for i in range(4):
+        write_script(suite, compare=[blocks(0.9)], latency=[latency_samples(1.0 + 0.004 * i)])
+        run = suite.runpytest("-p", "no:cacheprovider", "-s", "--ortperf", "--ortperf-json=o.json")
+        run.assert_outcomes(passed=2)
+        report = json.loads((suite.path / "o.json").read_text())
+        (verdict,) = [
+            v for r in report["results"] for v in r.get("verdicts", ()) if v["metric"] == "latency"
+        ]
+        assert verdict["outcome"] == "not_comparable"
+        assert f"not gated: {i + 1} of 5 earlier runs" in verdict["message"]
+    # Five earlier runs on this fingerprint: now a 30% slower median fails.
+    write_script(suite, compare=[blocks(0.9)], latency=[latency_samples(1.3)])
+    slow = suite.runpytest("-p", "no:cacheprovider", "-s", "--ortperf")
+    slow.assert_outcomes(failed=1, passed=1)
+    slow.stdout.fnmatch_lines(["*FAIL latency: latency *vs earlier runs*5 runs -> regressed*"])

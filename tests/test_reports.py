@@ -125,6 +125,13 @@ def test_report_json_and_markdown_of_a_failing_run(
             "*Markdown summary appended to *step_summary.md",
         ]
     )
+    # A regression is confirmed by a second measurement, which decides.
+    result.stdout.fnmatch_lines(
+        [
+            "*(the verdict of a second measurement at twice the budget; "
+            "the first read ratio +10.0% [[]*] -> regressed)"
+        ]
+    )
     page = (regressed.path / "out" / "report.html").read_text().replace("<wbr>", "")
     assert page.startswith("<!DOCTYPE html>") and "<script>" in page and "<style>" in page
     assert "http://" not in page and "https://" not in page  # nothing fetched
@@ -157,7 +164,8 @@ def test_report_json_and_markdown_of_a_failing_run(
     assert text.startswith("# earlier step\n## pytest-ortperf")  # appended, not replaced
     failing = text.split("### Regressed or inconclusive")[1]
     assert failing.lstrip().startswith("- **regressed** `test_perf.py::test_attention::attention`")
-    assert "ratio 0.990 vs baseline 0.900: +10.0%" in failing
+    # The baseline took 10 runs of 25 blocks (--ortperf-update).
+    assert "ratio 0.990 vs baseline 0.900 (10 runs, 250 blocks): +10.0% [" in failing
     table = [line for line in text.splitlines() if line.startswith("| ")]
     assert "regressed" in table[1] and "`test_perf.py::test_sweep`" in text
 
@@ -438,7 +446,8 @@ def test_pytest_benchmark_reads_our_file(tmp_path: Path) -> None:
         check=False,
     )
     assert proc.returncode == 0, proc.stderr
-    assert "test_cmp::candidate" in proc.stdout and "Median" in proc.stdout
+    # A comparison's arms are benchmarks of their own, named "<measurement>:<arm>".
+    assert "test_cmp::fused:candidate" in proc.stdout and "Median" in proc.stdout
 
 
 # ------------------------------------------------------------------------------ ortperf report

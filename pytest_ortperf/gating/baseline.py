@@ -1,14 +1,20 @@
 """Baseline files: ``__ortperf__/<module>.json`` beside each test module.
 
-Format (``schema`` 1)::
+Format (``schema`` 2; schema 1 files are read as they are)::
 
-    {"schema": 1, "entries": {"<test id within its module>::<measurement name>": {...}}}
+    {"schema": 2, "entries": {"<test id within its module>::<measurement name>": {...}}}
 
 A ``compare`` entry holds ``ratio``/``low``/``high``/``confidence``/``n``, the paired
-``block_ratios``, ``medians`` (seconds per call per role), ``op_histograms`` and ``sessions``
-(settings) per role; a ``latency`` entry holds ``median``/``n``, ``samples`` (seconds per call)
-and ``session``. Both carry ``test``, ``name``, ``api``, ``environment`` (ORT version, CPU,
-cores, machine fingerprint) and the ``updated`` date. Floats are rounded to 6 significant
+``block_ratios``, ``runs`` (how many consecutive block ratios each independent run took:
+``--ortperf-update`` measures several on fresh session pairs, whose spread is the
+between-run variance; absent in schema 1: one run), ``medians`` (seconds per call per role),
+``op_histograms`` and ``sessions`` (settings) per role. A ``latency`` entry holds
+``median``/``n``, ``samples`` (seconds per call), ``session`` and its ``mode``: a
+``normalized`` one also ``block_ratios``/``runs`` of the target over its ``control``
+workload (``{"model", "median"}``). Both kinds carry ``test``, ``name``, ``api``,
+``environment`` (the fingerprint's machine and software keys: CPU model and ISA flags,
+effective CPUs, ORT version and build, Python/numpy/onnx versions, machine hash) and the
+``updated`` date. Floats are rounded to 6 significant
 digits, keys sorted, and lists of numbers written on one line, so a re-measured entry shows
 as a few changed lines in a pull request.
 
@@ -23,37 +29,61 @@ is left as it is and reported. Nothing here imports pytest.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime
 import json
 import math
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeGuard
 
 from pytest_ortperf.files import file_lock, remove_stale_temps, write_atomic
-from pytest_ortperf.gating.rules import (
-    fingerprint_matches,
+from pytest_ortperf.gating.fingerprint import (
+    RATIO_KEYS,
+    differences,
     fingerprint_of,
-    judge_latency,
+    unchecked,
+)
+from pytest_ortperf.gating.history import judge_against_runs
+from pytest_ortperf.gating.rules import (
+    RatioBaseline,
     judge_ratio,
     judge_structure,
     new,
     not_comparable,
+    ratio_baseline,
 )
-from pytest_ortperf.results import OP_SHARES, Verdict
+from pytest_ortperf.gating.settings import LATENCY_MODES
+from pytest_ortperf.results import OP_SHARES, Outcome, Verdict
 from pytest_ortperf.stats import median
 from pytest_ortperf.units import (
+    format_change,
     format_ratio,
     format_seconds,
 )
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 DIRNAME = "__ortperf__"
 KINDS = ("compare", "latency")
 ROLES = ("reference", "candidate")
-ENVIRONMENT_KEYS = ("ort_version", "cpu_model", "logical_cores", "fingerprint")
+ENVIRONMENT_KEYS = (
+    "ort_version",
+    "ort_build",
+    "cpu_model",
+    "isa",
+    "effective_cpus",
+    "logical_cores",
+    "python_version",
+    "numpy_version",
+    "onnx_version",
+    "fingerprint",
+)
+CONTROL_DRIFT = 0.10
+"""How far the control workload's own median may move from the baseline's before a
+regressed normalized latency is reported ``unstable`` instead: normalizing cancels a
+machine-wide slowdown, not contention that hits the model harder than the control."""
 SESSION_KEYS = ("model", "providers", "optimization", "threads", "spinning")
 LOCK_TIMEOUT_S = 60.0
 """How long an update waits for another process's update of the same file."""
@@ -277,6 +307,19 @@ def _check_entry(path: Path, key: str, entry: Any) -> None:
         if not _scalar(value):
             raise fail("environment", f"must hold plain values, got {name!r}: {show(value)}")
     count("n", 0)
+
+    def runs() -> None:
+        sizes = entry.get("runs")
+        if sizes is None:
+            return
+        blocks = entry.get("block_ratios") or []
+        if (
+            not isinstance(sizes, list)
+            or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in sizes)
+            or sum(sizes) != len(blocks)
+        ):
+            raise fail("runs", f"must be run sizes adding up to {len(blocks)} block ratios")
+
     if kind == "compare":
         for name in ("ratio", "low", "high"):
             number(name, positive=True)
@@ -289,10 +332,20 @@ def _check_entry(path: Path, key: str, entry: Any) -> None:
             for h in hists.values()
         ):
             raise fail("op_histograms", "must map roles to {op type: count}")
+        runs()
         by_role("medians", positive_number, "positive numbers (seconds)")
         by_role("sessions", settings, "session settings (or null)")
     else:
         numbers("samples")
+        mode = entry.get("mode", "absolute")
+        if mode not in LATENCY_MODES:
+            raise fail("mode", f"must be one of {', '.join(LATENCY_MODES)}, got {show(mode)}")
+        if mode == "normalized":
+            numbers("block_ratios")
+            runs()
+            control = entry.get("control")
+            if not isinstance(control, Mapping) or not positive_number(control.get("median")):
+                raise fail("control", "must be {model, median} of the control workload")
         number("median", positive=True, required=False)
         count("calls_per_block", 1)
         session = entry.get("session")
@@ -379,6 +432,17 @@ def write_baseline(path: Path, entries: Mapping[str, Mapping[str, Any]]) -> None
 # --------------------------------------------------------------------------- entries
 
 
+def _plain(value: Any) -> Any:
+    """An environment value as the file keeps it: lists (ISA flags) as one string."""
+    return " ".join(str(v) for v in value) if isinstance(value, (list, tuple)) else value
+
+
+def _runs(record_dict: Mapping[str, Any], n: int) -> dict[str, Any]:
+    """``runs`` of an entry: the record's run sizes when it took several."""
+    sizes = [int(v) for v in record_dict.get("runs") or ()]
+    return {"runs": sizes} if len(sizes) > 1 and sum(sizes) == n else {}
+
+
 def _session_settings(session: Mapping[str, Any] | None) -> dict[str, Any] | None:
     if session is None:
         return None
@@ -405,7 +469,7 @@ def entry_from_record(
             "test": str(record_dict["test"]),
             "name": str(record_dict["name"]),
             "api": str(record_dict["api"]),
-            "environment": {k: environment.get(k) for k in ENVIRONMENT_KEYS},
+            "environment": {k: _plain(environment.get(k)) for k in ENVIRONMENT_KEYS},
             "updated": updated or datetime.date.today().isoformat(),
         }
         if kind == "compare":
@@ -418,6 +482,7 @@ def entry_from_record(
                 confidence=float(record_dict["confidence"]),
                 n=len(ratios),
                 block_ratios=ratios,
+                **_runs(record_dict, len(ratios)),
                 medians={role: median(arm["samples"]) for role, arm in arms.items()},
                 op_histograms=op_histograms(record_dict),
                 sessions={
@@ -432,7 +497,17 @@ def entry_from_record(
                 samples=samples,
                 calls_per_block=int(record_dict["calls_per_block"]),
                 session=_session_settings(record_dict.get("session")),
+                mode="absolute",
             )
+            control = record_dict.get("control")
+            if control:
+                ratios = [float(x) for x in record_dict["block_ratios"]]
+                entry.update(
+                    mode="normalized",
+                    block_ratios=ratios,
+                    **_runs(record_dict, len(ratios)),
+                    control={"model": str(control["name"]), "median": median(control["samples"])},
+                )
     except (KeyError, TypeError) as exc:
         raise ValueError(f"record of kind {kind!r} lacks or mangles field {exc}") from exc
     return round_floats(entry)  # type: ignore[no-any-return]
@@ -705,6 +780,49 @@ def update_baseline(
 # --------------------------------------------------------------------------- judging
 
 
+def ratio_baseline_of(entry: Mapping[str, Any] | None) -> RatioBaseline | None:
+    """What a compare entry, or a normalized latency entry, knows about its ratio."""
+    if entry is None or not entry.get("block_ratios"):
+        return None
+    if entry.get("kind") == "latency" and entry.get("mode") != "normalized":
+        return None
+    return ratio_baseline(entry["block_ratios"], entry.get("runs"))
+
+
+def _fingerprint_verdict(
+    metric: str,
+    pairs: Iterable[tuple[Mapping[str, Any], Mapping[str, Any]]],
+    keys: Sequence[str],
+    ignore: Collection[str],
+    current: float,
+    baseline: float,
+    n: int,
+) -> tuple[Verdict | None, list[str]]:
+    """``not_comparable`` naming every fingerprint key that differs between the baseline's
+    and the current side of ``pairs`` (None when all agree), and the keys an older baseline
+    could not be checked on."""
+    differing: list[str] = []
+    missing: list[str] = []
+    for old, now in pairs:
+        for diff in differences(old, now, keys=keys, allowed=ignore):
+            if diff.describe() not in differing:
+                differing.append(diff.describe())
+        missing += [k for k in unchecked(old, keys) if k not in missing and k not in ignore]
+    if differing:
+        return not_comparable(metric, current, baseline, differing, n), missing
+    return None, missing
+
+
+def _with_unchecked(verdict: Verdict, missing: Sequence[str]) -> Verdict:
+    if not missing:
+        return verdict
+    note = (
+        f"; baseline predates fingerprint keys {', '.join(missing)}: refresh it with "
+        "--ortperf-update to check them"
+    )
+    return dataclasses.replace(verdict, message=verdict.message + note)
+
+
 def judge_entry(
     entry: Mapping[str, Any] | None,
     record_dict: Mapping[str, Any],
@@ -713,11 +831,20 @@ def judge_entry(
     threshold: float = 0.05,
     latency_threshold: float | None = None,
     alpha: float = 0.01,
+    fingerprint_ignore: Collection[str] = (),
+    earlier_medians: Sequence[float] | None = None,
+    load_average: float | None = None,
 ) -> list[Verdict]:
     """Verdicts of one measured record against its baseline entry (None: not stored yet).
 
-    compare -> ``[structure, ratio]``; latency -> ``[latency]`` (``not_comparable`` when the
-    fingerprint differs). ``latency_threshold`` defaults to ``threshold``.
+    compare -> ``[structure, ratio]``; latency -> ``[latency]``: normalized (the record
+    carries control blocks) against the entry's target/control ratio, absolute against
+    ``earlier_medians`` (per-run medians of earlier runs on this fingerprint; None: no
+    store). A fingerprint key of :data:`RATIO_KEYS` (normalized latencies too) or
+    :data:`LATENCY_KEYS` (absolute) that differs, and is not in ``fingerprint_ignore``,
+    makes the timing verdict ``not_comparable``. ``latency_threshold`` defaults to
+    ``threshold``. Timing verdicts carry :func:`measurement_warnings` (``load_average``:
+    the machine's one-minute load when measured).
     """
     kind = record_dict.get("kind")
     lat_thr = threshold if latency_threshold is None else latency_threshold
@@ -732,26 +859,138 @@ def judge_entry(
             )
         ]  # fmt: skip
     if kind == "compare":
-        ratios = [float(x) for x in record_dict["block_ratios"]]
-        if entry is None or entry.get("kind") != "compare":
-            return [
-                judge_structure({}, op_histograms(record_dict)),
-                new("ratio", median(ratios), len(ratios)),
-            ]
-        return [
-            judge_structure(entry.get("op_histograms", {}), op_histograms(record_dict)),
-            judge_ratio(ratios, float(entry["ratio"]), threshold=threshold, alpha=alpha),
-        ]
-    if kind == "latency":
-        samples = [float(x) for x in record_dict["samples"]]
-        if entry is None or entry.get("kind") != "latency":
-            return [new("latency", median(samples), len(samples))]
-        ok, bad = fingerprint_matches(
-            fingerprint_of(entry.get("environment") or {}, entry.get("session") or {}),
-            fingerprint_of(environment, record_dict.get("session") or {}),
+        verdicts = _judge_compare(entry, record_dict, environment, threshold, alpha,
+                                  fingerprint_ignore)  # fmt: skip
+    elif kind == "latency":
+        verdicts = [
+            _judge_latency(entry, record_dict, environment, lat_thr, alpha, fingerprint_ignore,
+                           earlier_medians)
+        ]  # fmt: skip
+    else:
+        raise ValueError(f"unknown record kind {kind!r}")
+    notes, trusted = measurement_warnings(record_dict, environment, load_average)
+    return [_with_warnings(v, notes, trusted) for v in verdicts]
+
+
+PREEMPTED_WARNING = 0.25
+"""Share of preempted blocks from which a verdict says so."""
+
+
+def measurement_warnings(
+    record_dict: Mapping[str, Any], environment: Mapping[str, Any], load_average: float | None
+) -> tuple[list[str], bool]:
+    """What a verdict should say about how its measurement went (pyperf-style warnings),
+    and whether the measurement can be trusted to fail a test at all (not when every
+    block was preempted and kept for want of clean ones)."""
+    arm = record_dict.get("candidate") if record_dict.get("kind") == "compare" else record_dict
+    arm = arm or {}
+    notes = []
+    preempted = int(arm.get("preempted") or 0)
+    kept = bool(arm.get("preempted_kept"))
+    blocks = len(arm.get("samples") or ()) + (0 if kept else preempted)
+    if kept:
+        notes.append(
+            f"every block was preempted ({preempted}): more busy processes than cores; the "
+            "figure includes waiting time and cannot fail the test"
         )
-        if not ok:
-            base = [float(x) for x in entry["samples"]]
-            return [not_comparable("latency", median(samples), median(base), bad, len(samples))]
-        return [judge_latency(samples, entry["samples"], threshold=lat_thr, alpha=alpha)]
-    raise ValueError(f"unknown record kind {kind!r}")
+    elif blocks and preempted / blocks >= PREEMPTED_WARNING:
+        notes.append(
+            f"{preempted / blocks:.0%} of blocks were preempted and left out: more busy "
+            "processes than cores"
+        )
+    cpus = environment.get("effective_cpus") or environment.get("logical_cores")
+    if load_average is not None and cpus and load_average > float(cpus):
+        notes.append(
+            f"load average {load_average:.1f} on {cpus} CPUs: the machine was busy; run on a "
+            "quieter runner"
+        )
+    return notes, not kept
+
+
+def _with_warnings(verdict: Verdict, notes: Sequence[str], trusted: bool) -> Verdict:
+    if verdict.metric == "structure" or not notes:
+        return verdict
+    message = verdict.message + "; " + "; ".join(notes)
+    if not trusted and verdict.outcome is Outcome.REGRESSED:
+        message = message.replace("-> regressed", "-> unstable", 1)
+        return dataclasses.replace(verdict, outcome=Outcome.UNSTABLE, message=message)
+    return dataclasses.replace(verdict, message=message)
+
+
+def _judge_compare(
+    entry: Mapping[str, Any] | None,
+    record_dict: Mapping[str, Any],
+    environment: Mapping[str, Any],
+    threshold: float,
+    alpha: float,
+    ignore: Collection[str],
+) -> list[Verdict]:
+    ratios = [float(x) for x in record_dict["block_ratios"]]
+    current = float(record_dict.get("ratio") or median(ratios))
+    baseline = ratio_baseline_of(entry)
+    if entry is None or entry.get("kind") != "compare" or baseline is None:
+        return [judge_structure({}, op_histograms(record_dict)), new("ratio", current, len(ratios))]
+    structure = judge_structure(entry.get("op_histograms", {}), op_histograms(record_dict))
+    sessions = entry.get("sessions") or {}
+    pairs = [
+        (
+            fingerprint_of(entry.get("environment") or {}, sessions.get(role) or {}),
+            fingerprint_of(environment, (record_dict.get(role) or {}).get("session") or {}),
+        )
+        for role in ROLES
+    ]
+    refused, missing = _fingerprint_verdict(
+        "ratio", pairs, RATIO_KEYS, ignore, current, baseline.ratio, len(ratios)
+    )
+    if refused is not None:
+        return [structure, refused]
+    verdict = judge_ratio(ratios, baseline, threshold=threshold, alpha=alpha)
+    return [structure, _with_unchecked(verdict, missing)]
+
+
+def _judge_latency(
+    entry: Mapping[str, Any] | None,
+    record_dict: Mapping[str, Any],
+    environment: Mapping[str, Any],
+    threshold: float,
+    alpha: float,
+    ignore: Collection[str],
+    earlier_medians: Sequence[float] | None,
+) -> Verdict:
+    samples = [float(x) for x in record_dict["samples"]]
+    current = median(samples)
+    control = record_dict.get("control")
+    now = fingerprint_of(environment, record_dict.get("session") or {})
+    if not control:  # absolute: judged against earlier runs, never against one run's blocks
+        return judge_against_runs(current, earlier_medians or (), threshold=threshold, alpha=alpha)
+    baseline = ratio_baseline_of(entry)
+    if entry is None or entry.get("kind") != "latency":
+        return new("latency", current, len(samples))
+    if baseline is None:
+        return dataclasses.replace(
+            new("latency", current, len(samples)),
+            message=f"latency {format_seconds(current)}: the baseline has no control "
+            "measurement (taken before normalized latencies): refresh it with --ortperf-update",
+        )
+    stored = float(entry.get("median") or median(entry["samples"]))
+    old = fingerprint_of(entry.get("environment") or {}, entry.get("session") or {})
+    refused, missing = _fingerprint_verdict(
+        "latency", [(old, now)], RATIO_KEYS, ignore, current, stored, len(samples)
+    )
+    if refused is not None:
+        return refused
+    ratios = [float(x) for x in record_dict["block_ratios"]]
+    verdict = judge_ratio(
+        ratios, baseline, threshold=threshold, alpha=alpha, metric="latency", shown_baseline=stored
+    )
+    drift = median(control["samples"]) / float(entry["control"]["median"]) - 1.0
+    if verdict.outcome is Outcome.REGRESSED and abs(drift) > CONTROL_DRIFT:
+        verdict = dataclasses.replace(
+            verdict,
+            outcome=Outcome.UNSTABLE,
+            message=verdict.message.replace("-> regressed", "-> unstable")
+            + f" (the control workload itself ran {format_change(drift)} against the "
+            "baseline's: the machine is busier or different now, and contention need not "
+            "hit the model and the control alike; re-run on a quieter runner)",
+        )
+    return _with_unchecked(verdict, missing)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+LATENCY_MODES = ("normalized", "absolute")
+
 
 @dataclass(frozen=True)
 class GateSettings:
@@ -15,5 +17,10 @@ class GateSettings:
     structure: bool = True
     confirm: bool = True
     latency_threshold: float | None = None
-    """Threshold of absolute latencies (None: ``threshold``): run-to-run drift of a
-    machine adds to them, not to ratios measured side by side."""
+    """Threshold of latencies (None: ``threshold``)."""
+    latency_mode: str = "normalized"
+    """``normalized``: a latency is measured interleaved with a control workload and its
+    target/control ratio is gated; ``absolute``: its median is gated against the medians
+    of earlier runs on the same fingerprint in the store."""
+    fingerprint_ignore: tuple[str, ...] = ()
+    """Fingerprint keys that may differ from the baseline's (``ortperf_fingerprint_ignore``)."""

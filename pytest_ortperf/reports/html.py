@@ -502,7 +502,7 @@ td.msg{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:12px}
 tr.fail{background:#fdecea!important}
 .badge{display:inline-block;white-space:nowrap;padding:0 6px;border-radius:8px;font-size:12px;
 background:#e5e5e5}
-.badge.regressed{background:#c0392b;color:#fff}.badge.inconclusive{background:#e67e22;color:#fff}
+.badge.regressed{background:#c0392b;color:#fff}.badge.inconclusive{background:#e67e22;color:#fff}.badge.unstable{background:#8e44ad;color:#fff}
 .badge.improved{background:#27ae60;color:#fff}.badge.new{background:#2c6fbb;color:#fff}
 .badge.ok{background:#d5ecd9}.badge.not_comparable{background:#ececec}
 .status{font-weight:600}.status.bad{color:#c0392b}.status.good{color:#27ae60}

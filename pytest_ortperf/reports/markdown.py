@@ -19,6 +19,7 @@ from pytest_ortperf.units import escape_control
 ICONS = {
     Outcome.REGRESSED: "❌",
     Outcome.INCONCLUSIVE: "⚠️",
+    Outcome.UNSTABLE: "🌀",
     Outcome.NEW: "🆕",
     Outcome.IMPROVED: "🚀",
     Outcome.NOT_COMPARABLE: "⚪",
