@@ -41,6 +41,8 @@ _LAZY: dict[str, str] = {
     "peak_memory": "pytest_ortperf.profiling.memory",
     # the gate's pure rules
     "judge_ratio": "pytest_ortperf.gating.rules",
+    "ratio_baseline": "pytest_ortperf.gating.rules",
+    "RatioBaseline": "pytest_ortperf.gating.rules",
     "judge_against_runs": "pytest_ortperf.gating.history",
     "judge_structure": "pytest_ortperf.gating.rules",
     # the results store

@@ -32,6 +32,19 @@ def environment() -> Mapping[str, Any]:
     return collect_environment()
 
 
+HISTORY_ENVIRONMENT_KEYS = (
+    "fingerprint",
+    "ort_version",
+    "ort_build",
+    "isa",
+    "effective_cpus",
+    "python_version",
+    "numpy_version",
+    "onnx_version",
+)
+"""What an earlier run's environment must share with this one for its latency to count."""
+
+
 def history(state: OrtperfState) -> Callable[[Mapping[str, Any]], list[float] | None]:
     """Per-run medians of earlier runs of an absolute latency record, on this machine's
     fingerprint and the record's session settings, from the run's store (None: no store,
@@ -45,9 +58,10 @@ def history(state: OrtperfState) -> Callable[[Mapping[str, Any]], list[float] | 
 
         env = environment()
         session = record.get("session") or {}
+        # Every key of the latency fingerprint the store keeps (the machine hash stands for
+        # CPU model, cores, memory and OS).
         match = {
-            "fingerprint": env.get("fingerprint"),
-            "ort_version": env.get("ort_version"),
+            **{k: env.get(k) for k in HISTORY_ENVIRONMENT_KEYS if env.get(k) is not None},
             **{k: session.get(k) for k in ("providers", "threads", "spinning", "optimization")},
         }
         try:

@@ -29,12 +29,13 @@ ENTRY = {
 
 
 def test_a_quiet_measurement_has_no_warnings() -> None:
-    assert measurement_warnings(latency_record(), {"effective_cpus": 2}, 0.5) == ([], True)
+    assert measurement_warnings(latency_record(), {"effective_cpus": 2}, 0.5) == ([], True, False)
 
 
 def test_preempted_blocks_and_load_are_named() -> None:
-    notes, trusted = measurement_warnings(latency_record(preempted=20), {"effective_cpus": 2}, 3.7)
-    assert trusted
+    record = latency_record(preempted=20)
+    notes, trusted, busy = measurement_warnings(record, {"effective_cpus": 2}, 3.7)
+    assert trusted and busy
     assert notes[0].startswith("40% of blocks were preempted and left out")
     assert notes[1].startswith("load average 3.7 on 2 CPUs")
 
@@ -47,3 +48,13 @@ def test_a_measurement_of_only_preempted_blocks_cannot_fail() -> None:
     # The same figure from clean blocks fails.
     (clean,) = judge_entry(ENTRY, latency_record(scale=1.3), {}, threshold=0.05, alpha=0.01)
     assert clean.outcome is Outcome.REGRESSED
+
+
+def test_a_normalized_regression_on_a_busy_machine_is_unstable() -> None:
+    # Contention can hit the model harder than the control: on a loaded machine a
+    # normalized latency reports, it does not fail.
+    record = latency_record(scale=1.3)
+    (busy,) = judge_entry(ENTRY, record, {"effective_cpus": 2}, load_average=3.5)
+    assert busy.outcome is Outcome.UNSTABLE and "load average 3.5 on 2 CPUs" in busy.message
+    (quiet,) = judge_entry(ENTRY, record, {"effective_cpus": 2}, load_average=0.8)
+    assert quiet.outcome is Outcome.REGRESSED

@@ -393,3 +393,20 @@ def test_verdict_round_trip_and_helpers() -> None:
         "not comparable here (cpu_model: 'A' -> 'B'), not gated" in nc.message
         and nc.change == pytest.approx(0.1)
     )
+
+
+def test_an_outlier_run_of_the_baseline_is_set_aside_and_named() -> None:
+    rng = np.random.default_rng(22)
+    runs = [noisy(rng, 0.98, 70, 0.01) for _ in range(9)] + [noisy(rng, 1.05, 70, 0.01)]
+    blocks = [x for run in runs for x in run]
+    base = ratio_baseline(blocks, [70] * 10)
+    assert base.set_aside == 1 and base.runs == 9
+    assert base.between == pytest.approx(BETWEEN_RUN_FLOOR**2)  # nine runs that agree
+    assert base.ratio == pytest.approx(0.98, rel=0.003)
+    v = judge_ratio(noisy(rng, 1.09, 70, 0.01), base)
+    assert v.outcome is Outcome.REGRESSED
+    assert "(9 runs, 1 set aside as outliers, 700 blocks)" in v.message
+    # Two runs that disagree with each other are no outliers: their spread is kept.
+    split = [noisy(rng, c, 70, 0.01) for c in [0.98] * 5 + [1.02] * 5]
+    wide = ratio_baseline([x for run in split for x in run], [70] * 10)
+    assert wide.set_aside == 0 and wide.between > 0.02**2 / 4

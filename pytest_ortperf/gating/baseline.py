@@ -868,20 +868,26 @@ def judge_entry(
         ]  # fmt: skip
     else:
         raise ValueError(f"unknown record kind {kind!r}")
-    notes, trusted = measurement_warnings(record_dict, environment, load_average)
+    notes, trusted, busy = measurement_warnings(record_dict, environment, load_average)
+    # A normalized latency on a busy machine cannot tell contention that hits the model
+    # harder than the control from a slower model (a ratio of two variants of one model can).
+    trusted = trusted and not (busy and record_dict.get("control"))
     return [_with_warnings(v, notes, trusted) for v in verdicts]
 
 
 PREEMPTED_WARNING = 0.25
 """Share of preempted blocks from which a verdict says so."""
+PREEMPTED_BUSY = 0.10
+"""Share of preempted blocks from which the machine counts as busy."""
 
 
 def measurement_warnings(
     record_dict: Mapping[str, Any], environment: Mapping[str, Any], load_average: float | None
-) -> tuple[list[str], bool]:
-    """What a verdict should say about how its measurement went (pyperf-style warnings),
-    and whether the measurement can be trusted to fail a test at all (not when every
-    block was preempted and kept for want of clean ones)."""
+) -> tuple[list[str], bool, bool]:
+    """What a verdict should say about how its measurement went (pyperf-style warnings);
+    whether the measurement can be trusted to fail a test at all (not when every block was
+    preempted and kept for want of clean ones); and whether the machine was busy (load
+    above its CPUs, or :data:`PREEMPTED_BUSY` of the blocks preempted)."""
     arm = record_dict.get("candidate") if record_dict.get("kind") == "compare" else record_dict
     arm = arm or {}
     notes = []
@@ -899,17 +905,21 @@ def measurement_warnings(
             "processes than cores"
         )
     cpus = environment.get("effective_cpus") or environment.get("logical_cores")
-    if load_average is not None and cpus and load_average > float(cpus):
+    loaded = load_average is not None and bool(cpus) and load_average > float(cpus or 0)
+    if loaded:
         notes.append(
             f"load average {load_average:.1f} on {cpus} CPUs: the machine was busy; run on a "
             "quieter runner"
         )
-    return notes, not kept
+    busy = kept or loaded or bool(blocks and preempted / blocks >= PREEMPTED_BUSY)
+    return notes, not kept, busy
 
 
 def _with_warnings(verdict: Verdict, notes: Sequence[str], trusted: bool) -> Verdict:
-    if verdict.metric == "structure" or not notes:
+    if verdict.metric == "structure" or (not notes and trusted):
         return verdict
+    if not notes:  # busy, by its preempted blocks only
+        notes = ["the machine was busy (preempted blocks)"]
     message = verdict.message + "; " + "; ".join(notes)
     if not trusted and verdict.outcome is Outcome.REGRESSED:
         message = message.replace("-> regressed", "-> unstable", 1)
