@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_ortperf import store
+from pytest_ortperf import recorder, store
 from pytest_ortperf.results import (
     Comparison,
     LatencyResult,
@@ -17,7 +17,6 @@ from pytest_ortperf.results import (
     Record,
     SessionInfo,
 )
-from pytest_ortperf.stats import paired_ratio, ratio_of_blocks
 
 SESSION = SessionInfo(
     model="model.onnx",
@@ -89,25 +88,11 @@ def measured_comparison(
     test: str, block_ratios: Sequence[float], name: str = "fused"
 ) -> Comparison:
     """A comparison whose candidate took ``block_ratios`` times the reference block by
-    block, summarized as the recorder does (median of the ratios, 95% interval)."""
+    block, summarized as the recorder does (Hodges-Lehmann ratio, 95% interval)."""
     ref = latency(test, f"{name}:reference", samples=tight(1e-3, len(block_ratios)))
     cand_samples = tuple(r * x for r, x in zip(ref.samples, block_ratios, strict=True))
     cand = latency(test, f"{name}:candidate", samples=cand_samples)
-    blocks = ratio_of_blocks(ref.samples, cand.samples)
-    estimate = paired_ratio(blocks, 0.95)
-    return Comparison(
-        test=test,
-        name=name,
-        api="run",
-        reference=ref,
-        candidate=cand,
-        block_ratios=tuple(blocks),
-        ratio=estimate.ratio,
-        low=estimate.low,
-        high=estimate.high,
-        confidence=estimate.confidence,
-        measured=True,
-    )
+    return recorder.comparison(ref, cand, name, 0.95)
 
 
 def memory(test: str, name: str = "memory") -> MemoryResult:
