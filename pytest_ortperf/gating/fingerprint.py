@@ -37,15 +37,10 @@ KEYS = (
 )
 """Every key of a fingerprint, in the order verdicts list them."""
 
-RATIO_KEYS = (
-    "cpu_model",
-    "isa",
-    "ort_version",
-    "ort_build",
-    "providers",
-    "threads",
-    "spinning",
-    "optimization",
+RATIO_KEYS = tuple(
+    k
+    for k in KEYS
+    if k not in ("effective_cpus", "python_version", "numpy_version", "onnx_version")
 )
 """Keys a ratio entry must match by default: what changes which kernels run."""
 

@@ -30,7 +30,7 @@ from collections.abc import Sequence
 
 from pytest_ortperf.results import Outcome, Verdict
 from pytest_ortperf.stats import t_cdf, t_quantile, t_sf
-from pytest_ortperf.units import format_change, format_seconds
+from pytest_ortperf.units import format_change, format_interval, format_seconds
 
 MIN_RUNS = 5
 """Fewest earlier runs (per-run medians on a matching fingerprint) a latency is gated
@@ -153,7 +153,7 @@ def judge_against_runs(
     message = (
         f"{METRIC} {format_seconds(current)} vs earlier runs {format_seconds(baseline)} "
         f"(geometric mean of {_runs(k)}): {format_change(change)} "
-        f"[{format_change(low)}, {format_change(high)}] "
+        f"{format_interval(low, high)} "
         f"{(1 - 2 * alpha) * 100:g}% prediction interval, threshold {threshold * 100:g}%, "
         f"p={p:.2g}, {k} runs -> {outcome.value}" + (f" ({'; '.join(notes)})" if notes else "")
     )
