@@ -123,6 +123,11 @@ def summary_lines(records: Sequence[Record], judgements: Sequence[Judgement] = (
                 f"{improved} improved, {new} without baseline: "
                 "pytest --ortperf --ortperf-update records them"
             )
+        # An unstable verdict passes, but the machine needs attention: say why and what to do.
+        for row in gated:
+            if row.outcome is Outcome.UNSTABLE:
+                line = f"unstable {row.test}::{row.name} {row.metric}: {row.message}"
+                lines.append(escape_control(line))
     return lines
 
 
