@@ -1,0 +1,155 @@
+"""The README's examples run as written.
+
+Every fenced block preceded by ``<!-- runnable: FILE ... -->`` is saved under FILE in one
+empty directory (``pyproject.toml`` included, so its ini keys are the ones the examples run
+under) and run there in a subprocess with the installed plugin: the ``test_*.py`` files with
+plain ``pytest`` (smoke) and with ``pytest --ortperf``, the other ``.py`` files as scripts
+after a ``--ortperf`` run has filled the store. The ``ortperf profile`` commands of the
+README are run too.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).parents[1]
+README = ROOT / "README.md"
+MIN_BLOCKS = 4  # test_attention.py, pyproject.toml, test_profiles.py, read_results.py
+BLOCK = re.compile(
+    r"^<!-- runnable: (?P<name>[\w.-]+)(?P<note>[^\n]*?)-->\n```(?P<lang>\w+)\n(?P<code>.*?)^```$",
+    re.MULTILINE | re.DOTALL,
+)
+MARKER = re.compile(r"^<!-- runnable:", re.MULTILINE)
+
+
+def runnable_blocks() -> dict[str, str]:
+    """FILE -> code of every marked block, in README order."""
+    text = README.read_text(encoding="utf-8")
+    blocks: dict[str, str] = {}
+    for match in BLOCK.finditer(text):
+        name = match["name"]
+        assert name not in blocks, f"two README blocks are marked runnable as {name}"
+        blocks[name] = match["code"]
+    # a marker the pattern does not take (a typo, a blank line before the fence) is an error
+    assert len(MARKER.findall(text)) == len(blocks), "a runnable marker is not followed by a block"
+    return blocks
+
+
+def _env() -> dict[str, str]:
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("PYTEST_ADDOPTS", "ORTPERF_STORE", "GITHUB_STEP_SUMMARY")
+        and not k.startswith(("PYTEST_XDIST", "PYTEST_CURRENT"))
+    }
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    return env
+
+
+def _run(args: list[str], cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        args, cwd=cwd, env=_env(), capture_output=True, text=True, timeout=timeout, check=False
+    )
+
+
+def _pytest(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return _run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args], project)
+
+
+def _explain(proc: subprocess.CompletedProcess[str]) -> str:
+    return f"exit {proc.returncode}\n--- stdout\n{proc.stdout[-6000:]}\n--- stderr\n{proc.stderr[-3000:]}"
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """An empty directory holding every runnable block under its name (one per test, so
+    no test sees what another one's run wrote)."""
+    for name, code in runnable_blocks().items():
+        (tmp_path / name).write_text(code, encoding="utf-8")
+    return tmp_path
+
+
+def _test_files(project: Path) -> list[str]:
+    return sorted(p.name for p in project.glob("test_*.py"))
+
+
+def _passed(project: Path) -> str:
+    """``N passed``, N the number of test functions in the runnable test files."""
+    count = sum(
+        len(re.findall(r"^def test_", (project / name).read_text(), re.MULTILINE))
+        for name in _test_files(project)
+    )
+    return rf"\b{count} passed\b"
+
+
+def test_readme_marks_its_runnable_blocks() -> None:
+    blocks = runnable_blocks()
+    assert len(blocks) >= MIN_BLOCKS, f"only {sorted(blocks)} are marked runnable"
+    assert {"test_attention.py", "pyproject.toml"} <= set(blocks)
+    for name, code in blocks.items():
+        if name.endswith(".py"):
+            compile(code, name, "exec")
+    text = README.read_text(encoding="utf-8")
+    assert "tests/test_readme.py" in text  # the README says which test runs them
+    python_blocks = len(re.findall(r"^```python$", text, re.MULTILINE))
+    marked = sum(name.endswith(".py") for name in blocks)
+    assert marked == python_blocks, "every Python example of the README must be runnable"
+
+
+def test_blocks_pass_in_smoke_mode(project: Path) -> None:
+    files = _test_files(project)
+    proc = _pytest(project, "-q", *files)
+    assert proc.returncode == 0, _explain(proc)
+    assert re.search(_passed(project), proc.stdout), _explain(proc)
+    assert not list(project.glob(".ortperf")), "plain pytest wrote a store"
+
+
+def test_blocks_pass_measured(project: Path) -> None:
+    files = _test_files(project)
+    proc = _pytest(
+        project, "-q", "--ortperf", "--ortperf-budget=0.2", "--ortperf-store=none", *files
+    )
+    assert proc.returncode == 0, _explain(proc)
+    assert re.search(_passed(project), proc.stdout), _explain(proc)
+    for name in ("attention", "batch1"):
+        assert name in proc.stdout, _explain(proc)
+    # pyproject.toml's ortperf_report took effect
+    assert (project / "ortperf-report.html").is_file(), _explain(proc)
+
+
+def test_scripts_read_the_store(project: Path) -> None:
+    proc = _pytest(project, "-q", "--ortperf", "--ortperf-budget=0.2", "test_attention.py")
+    assert proc.returncode == 0, _explain(proc)
+    assert (project / ".ortperf" / "results.sqlite").is_file(), _explain(proc)
+    scripts = [n for n in runnable_blocks() if n.endswith(".py") and not n.startswith("test_")]
+    assert scripts
+    for script in scripts:
+        out = _run([sys.executable, script], project)
+        assert out.returncode == 0, _explain(out)
+        # the comparison named "attention" of test_attention_fusion was stored and read back
+        assert re.search(r"test_attention_fusion\s+attention\s+compare", out.stdout), _explain(out)
+
+
+def test_profile_commands_run(tmp_path: Path) -> None:
+    """The two ``ortperf profile`` lines of *Results store and the ortperf command*."""
+    lines = [
+        line[2:]
+        for line in README.read_text(encoding="utf-8").splitlines()
+        if line.startswith(("$ python -c", "$ ortperf profile"))
+    ]
+    assert len(lines) == 2 and "attention.onnx" in lines[1], lines
+    bindir = Path(sys.executable).parent
+    for line in lines:
+        args = shlex.split(line)
+        args[0] = sys.executable if args[0] == "python" else str(bindir / args[0])
+        proc = _run(args, tmp_path)
+        assert proc.returncode == 0, _explain(proc)
+    assert (tmp_path / "trace.json").is_file()
+    assert (tmp_path / "ops.png").is_file()
