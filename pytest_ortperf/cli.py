@@ -14,14 +14,16 @@ import importlib.util
 import json
 import math
 import os
+import re
+import shutil
 import sys
 import traceback
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from pytest_ortperf.reports.terminal import format_table
+from pytest_ortperf.reports.terminal import WIDTH, format_table
 from pytest_ortperf.results import Outcome, Verdict
 from pytest_ortperf.units import (
     escape_control,
@@ -35,7 +37,10 @@ from pytest_ortperf.units import (
 )
 
 if TYPE_CHECKING:
+    import numpy as np
     import pandas as pd
+
+    from pytest_ortperf.feeds import InputSpec
 
 EXIT_OK = 0
 EXIT_REGRESSED = 1
@@ -93,10 +98,90 @@ def _text(value: Any) -> str:
     return str(value)
 
 
-def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    """Rows aligned under their headers, cut to 100 columns, control characters escaped
-    (``reports.terminal.format_table``)."""
-    return "\n".join(format_table(headers, rows))
+def table(headers: Sequence[str], rows: Sequence[Sequence[str]], *, width: int = WIDTH) -> str:
+    """Rows aligned under their headers, cut to ``width`` columns (default 100), control
+    characters escaped (``reports.terminal.format_table``)."""
+    return "\n".join(format_table(headers, rows, width=width))
+
+
+MIN_WIDTH = 60
+"""The narrowest table :func:`terminal_width` allows."""
+
+
+def terminal_width() -> int:
+    """The terminal's width ($COLUMNS first); 100 when stdout is no terminal (a pipe, a file)."""
+    return max(MIN_WIDTH, shutil.get_terminal_size((WIDTH, 24)).columns)
+
+
+ELLIPSIS = "..."
+
+
+def _shared_head(ids: Sequence[str]) -> int:
+    """Length of the longest prefix all ``ids`` share that ends at a ``/`` or ``::`` and
+    leaves each of them something."""
+    common = ids[0] if ids else ""
+    for other in ids[1:]:
+        common = common[: _shared_length(common, other)]
+
+    def boundary(text: str) -> int:  # the end of the last separator in text, else 0
+        return max(text.rfind("/") + 1, text.rfind("::") + 2 if "::" in text else 0)
+
+    cut = boundary(common)
+    while cut and any(len(i) <= cut for i in ids):
+        cut = boundary(common[: cut - 1])
+    return cut
+
+
+def shorten_ids(ids: Sequence[str], budget: int) -> list[str]:
+    """Measurement ids (escaped) that fit in ``budget`` columns and keep what tells them
+    apart: the directory or module all of them share goes first (as ``...``), then each id
+    too long is cut from the left, keeping its end (test, parameters, name); ids that would
+    then read alike keep their head too, the middle elided."""
+    ids = [escape_control(i) for i in ids]
+    budget = max(budget, len(ELLIPSIS) + 4)
+    if all(len(i) <= budget for i in ids):
+        return ids
+    head = _shared_head(ids) if len(set(ids)) > 1 else 0
+    if head > len(ELLIPSIS):
+        ids = [ELLIPSIS + i[head:] for i in ids]
+    ends = [i if len(i) <= budget else ELLIPSIS + i[len(i) - budget + len(ELLIPSIS) :] for i in ids]
+    seen: dict[str, set[str]] = {}
+    for full, end in zip(ids, ends, strict=True):
+        seen.setdefault(end, set()).add(full)
+    keep = budget - len(ELLIPSIS)
+    out = []
+    for full, end in zip(ids, ends, strict=True):
+        alike = seen[end] - {full}
+        if not alike:
+            out.append(end)
+            continue
+        # Keep the head up to a few characters past where it differs from the others.
+        differs = max(_shared_length(full, other) for other in alike)
+        head = max(keep // 2, min(keep - 4, differs + 6))
+        out.append(full[:head] + ELLIPSIS + full[len(full) - (keep - head) :])
+    return out
+
+
+def _shared_length(a: str, b: str) -> int:
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return n
+
+
+def fit_first_column(headers: Sequence[str], rows: list[list[str]], width: int) -> list[list[str]]:
+    """``rows`` with their first column (measurement ids) shortened by :func:`shorten_ids`
+    to what the other columns leave of ``width``."""
+    if not rows:
+        return rows
+    others = sum(
+        max(len(escape_control(h)), *(len(escape_control(r[i])) for r in rows))
+        for i, h in enumerate(headers)
+        if i
+    )
+    budget = width - others - 2 * (len(headers) - 1)
+    ids = shorten_ids([r[0] for r in rows], max(budget, len(headers[0])))
+    return [[short, *r[1:]] for short, r in zip(ids, rows, strict=True)]
 
 
 def _missing(value: Any) -> bool:
@@ -114,13 +199,56 @@ def _metric(row: Any) -> float:
 # Commands
 
 
-def _store(args: argparse.Namespace) -> str:
-    from pytest_ortperf.store import resolve_store
+ROOT_MARKERS = ("pyproject.toml", "pytest.ini", "setup.cfg", "tox.ini", ".git")
+"""Files that mark a project's root, as pytest finds its rootdir: the upward search for
+the default store checks such a directory and goes no higher."""
 
-    resolved = resolve_store(args.store, Path.cwd())
-    if resolved is None:
-        raise UsageError("--store none: storing is disabled, there is nothing to read")
-    return resolved
+
+def find_store(start: Path) -> tuple[Path | None, list[Path]]:
+    """The default store (``DEFAULT_STORE``) nearest ``start``: looked for in ``start``,
+    then each parent, up to the first directory holding a :data:`ROOT_MARKERS` file (checked
+    too) or the filesystem root. Returns the store (None when there is none) and the
+    directories searched."""
+    from pytest_ortperf.store import DEFAULT_STORE
+
+    searched = []
+    for directory in [start, *start.parents]:
+        searched.append(directory)
+        candidate = directory / DEFAULT_STORE
+        if candidate.exists():
+            return candidate, searched
+        if any((directory / marker).exists() for marker in ROOT_MARKERS):
+            break
+    return None, searched
+
+
+def _store(args: argparse.Namespace) -> str:
+    """The store to read: ``--store``, else ``$ORTPERF_STORE``, else the nearest
+    ``.ortperf/results.sqlite`` from the current directory upward (:func:`find_store`).
+    Unless given with ``--store``, the store used is named on stderr (credentials masked)."""
+    from pytest_ortperf.store import DEFAULT_STORE, STORE_ENV, redact_url, resolve_store
+
+    explicit = args.store is not None and bool(args.store.strip())
+    from_env = not explicit and bool(os.environ.get(STORE_ENV, "").strip())
+    cwd = Path.cwd()
+    if explicit or from_env:
+        resolved = resolve_store(args.store, cwd)
+        if resolved is None:
+            where = "--store none" if explicit else f"${STORE_ENV}=none"
+            raise UsageError(f"{where}: storing is disabled, there is nothing to read")
+        if from_env:
+            shown = redact_url(resolved, resolved)
+            print(f"ortperf: using store {shown} (from ${STORE_ENV})", file=sys.stderr)
+        return resolved
+    found, searched = find_store(cwd)
+    if found is None:
+        upto = f" and its parents up to {searched[-1]}" if len(searched) > 1 else ""
+        raise UsageError(
+            f"no store found: looked for {DEFAULT_STORE} in {cwd}{upto}; run "
+            f"`pytest --ortperf` first, or name one with --store or ${STORE_ENV}"
+        )
+    print(f"ortperf: using store {found}", file=sys.stderr)
+    return str(found)
 
 
 def cmd_history(args: argparse.Namespace) -> int:
@@ -334,7 +462,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
             ]
         )
     if rows:
-        print(table(headers, rows))
+        width = terminal_width()
+        print(table(headers, fit_first_column(headers, rows, width), width=width))
     else:
         print(f"runs {run_a} and {run_b} hold no measurements")
     tally = ", ".join(f"{n} {outcome}" for outcome, n in counts.items() if n)
@@ -589,11 +718,156 @@ def _add_report(sub: Subparsers, common: argparse.ArgumentParser) -> None:
     p.set_defaults(func=cmd_report)
 
 
+_SIZE = re.compile(r"[0-9]+")
+_INTEGER = re.compile(r"[+-]?[0-9]+")
+
+
 def _dim(text: str) -> tuple[str, int]:
     name, sep, size = text.partition("=")
-    if not sep or not name or not size.isdigit():
+    if not sep or not name or not _SIZE.fullmatch(size.strip()):
         raise argparse.ArgumentTypeError(f"expected NAME=SIZE such as batch=1, got {text!r}")
     return name, int(size)
+
+
+def _shape(text: str) -> tuple[str, tuple[int, ...]]:
+    """``--shape INPUT=D1xD2...``: the whole shape of one input (as ``shapes=`` of
+    ``ort_feeds``); argparse prefixes the option to an error."""
+    name, sep, dims = text.rpartition("=")
+    if not sep or not name or not dims.strip():
+        raise argparse.ArgumentTypeError(
+            f"expected INPUT=D1xD2... such as x=1x3x224x224, got {text!r}"
+        )
+    parts = [d.strip() for d in dims.split("x")]
+    bad = [d for d in parts if not _SIZE.fullmatch(d)]
+    if bad:
+        raise argparse.ArgumentTypeError(
+            f"input {name!r}: {bad[0]!r} is not a size (a whole number, 0 or more) in "
+            f"{text!r}; expected INPUT=D1xD2... such as x=1x3x224x224"
+        )
+    return name, tuple(int(d) for d in parts)
+
+
+class PinnedValue(NamedTuple):
+    """``--value INPUT=V1,V2,...`` as parsed: numbers, converted to the input's dtype once
+    the model is loaded (:func:`_pinned_array`)."""
+
+    name: str
+    numbers: tuple[int | float, ...]
+    scalar: bool
+
+
+def _number(text: str) -> int | float:
+    text = text.strip()
+    if _INTEGER.fullmatch(text):
+        return int(text)
+    return float(text)  # ValueError: not a number ("1e-3", "nan" and "inf" are numbers)
+
+
+def _pinned_value(text: str) -> PinnedValue:
+    """``--value INPUT=V`` (a scalar) or ``INPUT=V1,V2,...`` (a list): the input's value
+    (as ``values=`` of ``ort_feeds``); argparse prefixes the option to an error."""
+    name, sep, items = text.rpartition("=")
+    if not sep or not name or not items.strip():
+        raise argparse.ArgumentTypeError(
+            f"expected INPUT=VALUE or INPUT=V1,V2,... such as k=3, got {text!r}"
+        )
+    numbers = []
+    for item in items.split(","):
+        try:
+            numbers.append(_number(item))
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"input {name!r}: {item.strip()!r} is not a number in {text!r}; expected "
+                "INPUT=VALUE or INPUT=V1,V2,... such as k=3"
+            ) from None
+    return PinnedValue(name, tuple(numbers), scalar="," not in items)
+
+
+def _pinned_array(
+    spec: InputSpec, pinned: PinnedValue, shape: tuple[int, ...] | None
+) -> np.ndarray[Any, Any]:
+    """``--value`` of ``spec`` as an array of its dtype: shaped as ``--shape`` says, else as
+    the declared shape when it is static (a scalar fills it, a list of as many numbers is
+    reshaped), else a scalar or a 1-D list. A number the dtype cannot hold is an error."""
+    import numpy as np
+
+    from pytest_ortperf.feeds import FeedError
+
+    given = f"--value {pinned.name}={','.join(str(n) for n in pinned.numbers)}"
+    try:
+        dtype = spec.dtype
+    except FeedError:
+        raise UsageError(
+            f"{given}: input {spec.name!r} has type {spec.type}, which --value cannot give"
+        ) from None
+    if dtype.kind not in "biuf":
+        raise UsageError(
+            f"{given}: input {spec.name!r} has type {spec.type}; --value gives numbers"
+        )
+    for n in pinned.numbers:
+        if dtype.kind == "f":
+            ok = not math.isfinite(n) or math.isfinite(float(np.asarray(n, dtype=dtype)))
+            why = f"beyond the range of {dtype}"
+        elif dtype.kind == "b":
+            ok, why = n in (0, 1), "not 0 or 1 (a boolean)"
+        else:
+            info = np.iinfo(dtype)
+            whole = isinstance(n, int) or n.is_integer()
+            ok = whole and info.min <= n <= info.max
+            why = f"not a whole number from {info.min} to {info.max}"
+        if not ok:
+            raise UsageError(f"{given}: {n} is {why}: input {spec.name!r} is {spec.type}")
+    array = np.asarray(pinned.numbers, dtype=dtype)
+    declared = [d for d in spec.shape if isinstance(d, int) and d >= 0]
+    static = tuple(declared) if len(declared) == len(spec.shape) else None
+    target = shape if shape is not None else static
+    if target is None:
+        return array[0] if pinned.scalar else array
+    if pinned.scalar:
+        return np.full(target, array[0], dtype=dtype)
+    if array.size == math.prod(target):
+        return array.reshape(target)
+    if shape is not None:
+        dims = "x".join(str(d) for d in shape)
+        raise UsageError(
+            f"{given}: {array.size} numbers, but --shape {pinned.name}={dims} holds "
+            f"{math.prod(shape)}"
+        )
+    return array  # the declared shape decides: make_feeds says what it expects
+
+
+USAGE = {
+    "--dim": "--dim NAME=SIZE",
+    "--shape": "--shape INPUT=D1xD2...",
+    "--value": "--value INPUT=V1,V2,...",
+}
+"""The profile options that set inputs, as an error that names one spells them."""
+
+_REPR = r"('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")"
+
+
+def _name(match: re.Match[str]) -> str:
+    import ast
+
+    return str(ast.literal_eval(match.group(1)))
+
+
+def cli_spelling(message: str) -> str:
+    """An error of ``make_feeds`` in the words of ``ortperf profile``: ``dims=``,
+    ``shapes=`` and ``values=`` become ``--dim``, ``--shape`` and ``--value``, followed by
+    the usage of each option named."""
+    rules: list[tuple[str, Callable[[re.Match[str]], str]]] = [
+        (rf"\bdims=\{{{_REPR}: N\}}", lambda m: f"--dim {_name(m)}=SIZE"),
+        (rf"\bshapes=\{{{_REPR}: \(\.\.\.\)\}}", lambda m: f"--shape {_name(m)}=D1xD2..."),
+        (rf"\bvalues=\{{{_REPR}: \.\.\.\}}", lambda m: f"--value {_name(m)}=..."),
+        (r"^(dims|shapes|values) names", lambda m: f"--{m.group(1)[:-1]} names"),
+        (r"\b(dims|shapes|values)=", lambda m: f"--{m.group(1)[:-1]}"),
+        (r"\bsmaller dims or shapes\b", lambda m: "smaller --dim or --shape sizes"),
+    ]
+    for pattern, spelled in rules:
+        message = re.sub(pattern, spelled, message)
+    named = [usage for option, usage in USAGE.items() if option in message]
+    return f"{message} (usage: {', '.join(named)})" if named else message
 
 
 def cmd_profile(args: argparse.Namespace) -> int:
@@ -609,10 +883,20 @@ def cmd_profile(args: argparse.Namespace) -> int:
         )
     except (RuntimeError, ValueError) as exc:  # ORT could not load it
         raise UsageError(str(exc)) from None
+    shapes = dict(args.shape)
+    specs = {spec.name: spec for spec in input_specs(session.sess)}
+    values: dict[str, Any] = {}
+    for pinned in args.value:
+        spec = specs.get(pinned.name)  # an unknown input: make_feeds names the known ones
+        values[pinned.name] = (
+            pinned.numbers if spec is None else _pinned_array(spec, pinned, shapes.get(spec.name))
+        )
     try:
-        feeds = make_feeds(input_specs(session.sess), dims=dict(args.dim), seed=args.seed)
+        feeds = make_feeds(
+            list(specs.values()), dims=dict(args.dim), shapes=shapes, values=values, seed=args.seed
+        )
     except FeedError as exc:
-        raise UsageError(f"{exc} (here: --dim NAME=SIZE)") from None
+        raise UsageError(cli_spelling(str(exc))) from None
     try:
         profile = profile_session(session, feeds, runs=args.runs, warmup=args.warmup)
     except ValueError as exc:  # --runs 0
@@ -656,6 +940,17 @@ def _add_profile(sub: Subparsers, common: argparse.ArgumentParser) -> None:
         "--dim", action="append", type=_dim, default=[], metavar="NAME=SIZE",
         help="size of a symbolic dim, e.g. --dim batch=1 (repeatable)",
     )  # fmt: skip
+    p.add_argument(
+        "--shape", action="append", type=_shape, default=[], metavar="INPUT=D1xD2...",
+        help="whole shape of an input, e.g. --shape x=1x3x224x224: for dims with no name "
+        "(repeatable)",
+    )  # fmt: skip
+    p.add_argument(
+        "--value", action="append", type=_pinned_value, default=[], metavar="INPUT=V1,V2,...",
+        help="pin an input to numbers instead of random ones, e.g. --value k=3: a scalar or a "
+        "comma list, converted to the input's dtype; a scalar fills a static shape, a list is "
+        "reshaped to --shape (repeatable)",
+    )  # fmt: skip
     p.add_argument("--runs", type=_positive_int, default=20, help="profiled runs (default 20)")
     p.add_argument("--warmup", type=_positive_int, default=3, help="warm-up runs (default 3)")
     p.add_argument(
@@ -687,8 +982,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--store",
         default=None,
         metavar="PATH_OR_URL",
-        help="results store: a file or SQLAlchemy URL (default: $ORTPERF_STORE or "
-        ".ortperf/results.sqlite in the current directory)",
+        help="results store: a file or SQLAlchemy URL (default: $ORTPERF_STORE, else the "
+        "nearest .ortperf/results.sqlite from the current directory up to the project root, "
+        "as pytest finds its rootdir)",
     )
     parser = argparse.ArgumentParser(
         prog="ortperf",

@@ -29,6 +29,12 @@ from pytest_ortperf.results import Record
 T0 = 1_700_000_000.0
 
 
+@pytest.fixture(autouse=True)
+def _terminal_of_100_columns(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The width the CLI falls back to when stdout is no terminal (tables must fit it)."""
+    monkeypatch.setenv("COLUMNS", "100")
+
+
 @pytest.fixture
 def db(tmp_path: Path) -> Path:
     """Two runs: B's comparison ratio is 20% worse than A's, its latency unchanged (and
