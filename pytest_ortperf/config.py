@@ -14,7 +14,7 @@ import pytest
 from pytest_ortperf.gating.settings import GateSettings
 from pytest_ortperf.measure import EngineConfig
 from pytest_ortperf.reports.writer import JSON_FORMATS, ReportFiles
-from pytest_ortperf.units import parse_fraction, threshold_problem
+from pytest_ortperf.units import did_you_mean, parse_fraction, threshold_problem
 
 MARKER = "ortperf"
 
@@ -248,9 +248,18 @@ def marker_settings(node: pytest.Item) -> dict[str, Any]:
     if unknown:
         raise MarkerError(
             f"{node.nodeid}: unknown @pytest.mark.ortperf argument(s) {unknown}; "
-            f"known: {', '.join(MARKER_KEYS)}"
+            f"known: {', '.join(MARKER_KEYS)}{did_you_mean(unknown, MARKER_KEYS)}"
         )
     return dict(marker.kwargs)
+
+
+def check_marker(node: pytest.Item, settings: OrtperfConfig) -> None:
+    """Raise :class:`MarkerError` for a bad ``@pytest.mark.ortperf`` on ``node`` (an
+    unknown argument, a value out of range), whether the test measures anything or not."""
+    marker = marker_settings(node)
+    if marker:
+        settings.engine_config(marker)
+        settings.gate_settings(marker)
 
 
 SUMMARY_ENV = "GITHUB_STEP_SUMMARY"

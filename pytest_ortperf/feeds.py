@@ -9,6 +9,8 @@ from typing import Any
 
 import numpy as np
 
+from pytest_ortperf.units import did_you_mean
+
 ORT_TYPE_TO_DTYPE: dict[str, np.dtype[Any]] = {
     "tensor(float)": np.dtype(np.float32),
     "tensor(float16)": np.dtype(np.float16),
@@ -38,6 +40,60 @@ STRING_ITEM_BYTES = 64
 
 class FeedError(ValueError):
     """Inputs could not be generated or do not match the model's signature."""
+
+
+class GeneratedFeeds(dict[str, np.ndarray[Any, Any]]):
+    """What :func:`make_feeds` returns: a plain ``dict`` of the inputs that also remembers
+    which values it drew at random, from which seed and range, so that an error of
+    onnxruntime on them can say so (:class:`pytest_ortperf.runapi.InputsRejected`)."""
+
+    seed: int
+    low: float | None
+    high: float | None
+
+    def __init__(
+        self,
+        feeds: Mapping[str, np.ndarray[Any, Any]],
+        *,
+        generated: Iterable[str] = (),
+        seed: int = 0,
+        low: float | None = None,
+        high: float | None = None,
+    ) -> None:
+        super().__init__(feeds)
+        self._generated = {name: self[name] for name in generated}
+        self.seed, self.low, self.high = seed, low, high
+
+    @property
+    def random(self) -> tuple[str, ...]:
+        """The inputs that still hold the random values drawn for them (one replaced since,
+        ``feeds["sr"] = ...``, is no longer listed)."""
+        return tuple(n for n, a in getattr(self, "_generated", {}).items() if self.get(n) is a)
+
+    def describe_random(self) -> str:
+        """``"idx (int64 in [0, 10)), x (float32 in [-1, 1))"``: the random inputs and
+        the ranges they were drawn from."""
+        parts = []
+        for name in self.random:
+            dtype = self[name].dtype
+            parts.append(f"{name} ({_range_text(dtype, self.low, self.high)})")
+        return ", ".join(parts)
+
+
+def _range_text(dtype: np.dtype[Any], low: float | None, high: float | None) -> str:
+    """The values :func:`random_array` draws for a dtype, in words."""
+    if dtype.kind == "f":
+        lo = -1.0 if low is None else float(low)
+        hi = 1.0 if high is None else float(high)
+        return f"{dtype} in [{lo:g}, {hi:g})"
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        lo_i = max(0 if low is None else int(low), int(info.min))
+        hi_i = min(10 if high is None else int(high), int(info.max) + 1)
+        return f"{dtype} in [{lo_i}, {hi_i})"
+    if dtype.kind == "b":
+        return "random booleans"
+    return "random strings"
 
 
 @dataclass(frozen=True)
@@ -225,7 +281,10 @@ def check_feed_names(
         problems = [f"lack input(s) {missing} of {model}"] if missing else []
         owner = "it" if missing else model
         problems += [f"name input(s) {extra} that {owner} does not have"] if extra else []
-        raise FeedError(f"feeds {' and '.join(problems)}; its inputs are {list(input_names)}")
+        raise FeedError(
+            f"feeds {' and '.join(problems)}; its inputs are {list(input_names)}"
+            + did_you_mean(extra, missing or input_names)
+        )
 
 
 def make_feeds(
@@ -237,10 +296,13 @@ def make_feeds(
     values: Mapping[str, Any] | None = None,
     low: float | None = None,
     high: float | None = None,
-) -> dict[str, np.ndarray[Any, Any]]:
+) -> GeneratedFeeds:
     """Inputs for every spec: ``values`` pinned as given (checked), the rest random.
 
-    Deterministic for a given ``seed``. Every error names the input and what was expected.
+    Deterministic for a given ``seed``. Every error names the input and what was expected;
+    a name in ``dims``, ``shapes`` or ``values`` that the model does not have is an error
+    too, with the closest known names. The result is a ``dict`` (a
+    :class:`GeneratedFeeds`) that remembers which inputs are random.
     """
     dims = dict(dims or {})
     shapes = dict(shapes or {})
@@ -250,13 +312,17 @@ def make_feeds(
         unknown = sorted(set(mapping) - known, key=str)
         if unknown:
             raise FeedError(
-                f"{kind} names unknown input(s) {unknown}; the model's inputs are {sorted(known)}"
+                f"{kind} names unknown input(s) {unknown}; the model's inputs are "
+                f"{sorted(known)}" + did_you_mean(unknown, sorted(known))
             )
     names = symbolic_dims(specs)
     unknown = sorted(set(dims) - set(names), key=str)
     if unknown:
         have = f"its symbolic dims are {names}" if names else "it has no symbolic dims"
-        raise FeedError(f"dims names dim(s) {unknown} that no input of the model has; {have}")
+        raise FeedError(
+            f"dims names dim(s) {unknown} that no input of the model has; {have}"
+            + did_you_mean(unknown, names)
+        )
     _check_bound("low", low)
     _check_bound("high", high)
     rng = np.random.default_rng(seed)
@@ -270,7 +336,8 @@ def make_feeds(
                 feeds[spec.name] = random_array(spec.dtype, shape, rng, low=low, high=high)
             except FeedError as exc:
                 raise FeedError(f"input {spec.name!r}: {exc}") from None
-    return feeds
+    random = [s.name for s in specs if s.name not in values]
+    return GeneratedFeeds(feeds, generated=random, seed=seed, low=low, high=high)
 
 
 def check_value(spec: InputSpec, value: Any) -> np.ndarray[Any, Any]:

@@ -11,7 +11,14 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import pytest
 
-from pytest_ortperf.config import MarkerError, OrtperfConfig, marker_settings, report_files
+from pytest_ortperf.config import (
+    MARKER,
+    MarkerError,
+    OrtperfConfig,
+    check_marker,
+    marker_settings,
+    report_files,
+)
 from pytest_ortperf.reports.writer import JSON_FORMATS, ReportFiles
 from pytest_ortperf.state import STATE_KEY, OrtperfState
 
@@ -215,11 +222,15 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     state = config.stash.get(STATE_KEY, None)
     if state is None or not state.settings.enabled or not (state.records or state.notes):
         return
-    from pytest_ortperf.reports.terminal import summary_lines
+    from pytest_ortperf.reports.terminal import WIDTH, summary_lines
     from pytest_ortperf.units import escape_control
 
     terminalreporter.section("ortperf")
-    for line in summary_lines(state.records, state.judgements):
+    # The terminal's width (pytest's writer knows it: COLUMNS, else the terminal, else 80).
+    width = getattr(getattr(terminalreporter, "_tw", None), "fullwidth", None)
+    if not isinstance(width, int) or width <= 0:
+        width = WIDTH
+    for line in summary_lines(state.records, state.judgements, width=width):
         terminalreporter.write_line(line)
     for note in state.notes:
         terminalreporter.write_line(f"ortperf: {escape_control(note)}", yellow="NOT" in note)
@@ -365,6 +376,22 @@ def ortperf(request: pytest.FixtureRequest) -> Generator[Recorder, None, None]:
     )
     node.stash[RECORDER_KEY] = recorder
     yield recorder
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    # A bad marker fails its test in every mode, with or without the ortperf fixture (a
+    # typo such as budgt=1 would otherwise pass unnoticed until the first measured run),
+    # before any fixture is set up.
+    if item.get_closest_marker(MARKER) is None:
+        return
+    try:
+        check_marker(item, item.config.stash[STATE_KEY].settings)
+    except MarkerError as exc:
+        error = str(exc)
+    else:
+        return
+    pytest.fail(error, pytrace=False)
 
 
 @pytest.hookimpl(wrapper=True)

@@ -27,7 +27,7 @@ from pytest_ortperf.results import (
     Record,
     Verdict,
 )
-from pytest_ortperf.runapi import APIS, Call, OrtBinding, binding_call, make_call
+from pytest_ortperf.runapi import APIS, Call, OrtBinding, binding_call, hide_rejected, make_call
 from pytest_ortperf.stats import paired_ratio, ratio_of_blocks
 
 if TYPE_CHECKING:
@@ -276,6 +276,7 @@ class Recorder:
     def _calls(
         self, target: Target, feeds: Feeds | None, api: str | None
     ) -> tuple[Call, Callable[[], list[Any]], str, OrtSession]:
+        __tracebackhide__ = hide_rejected
         if isinstance(target, OrtBinding):
             if api not in (None, "iobinding"):
                 raise ValueError(f"a binding target is timed with api='iobinding', not {api!r}")
@@ -305,6 +306,7 @@ class Recorder:
         """Seconds per call of a binding, or of a session with feeds through ``api``
         (default ``run``). Measured interleaved with the control workload when latencies
         are normalized (the default): the gate then judges target over control."""
+        __tracebackhide__ = hide_rejected
         call, _, api, session = self._calls(target, feeds, api)
         name = name or session.label
         entry = self._entry(name)
@@ -404,6 +406,7 @@ class Recorder:
         The ratio is candidate/reference per call (below 1: the candidate is faster), the
         median of the paired block ratios with its distribution-free interval.
         """
+        __tracebackhide__ = hide_rejected
         label = name or f"{candidate.label} vs {reference.label}"
         ref_call, ref_outputs, api, _ = self._calls(reference, feeds, api)
         cand_call, cand_outputs, _, _ = self._calls(candidate, feeds, api)
@@ -526,7 +529,11 @@ class Recorder:
         rtol: float = 1e-3,
     ) -> pd.DataFrame:
         """Several sessions measured interleaved: a DataFrame sorted by median with each
-        variant's ratio to the fastest. Outputs are checked against the first variant."""
+        variant's ratio to the fastest. Outputs are checked against the first variant.
+
+        Its ``measured`` column (and ``frame.attrs["measured"]``) is False in smoke mode,
+        where each variant ran once: medians and ``ratio_to_fastest`` are then no
+        measurement, as for the other results."""
         if len(variants) < 2:
             raise ValueError("rank needs at least two variants")
         pairs = {key: self._calls(s, feeds, api) for key, s in variants.items()}
@@ -548,7 +555,11 @@ class Recorder:
 
     def api_sweep(self, session: OrtSession, feeds: Feeds, *, name: str = "api") -> pd.DataFrame:
         """The same model through every run API (see :mod:`pytest_ortperf.runapi`),
-        measured interleaved: one row per API, sorted by median, ratios to the fastest."""
+        measured interleaved: one row per API, sorted by median, ratios to the fastest.
+
+        Its ``measured`` column (and ``frame.attrs["measured"]``) is False in smoke mode,
+        where each API ran once: medians and ``ratio_to_fastest`` are then no
+        measurement, as for the other results."""
         calls = {api: (make_call(session, feeds, api)[0], api, session) for api in APIS}
         return self._table(name, calls)
 
@@ -581,4 +592,7 @@ class Recorder:
             rows.append({"variant": key, "api": api, **result.summary.to_dict()})
         frame = pd.DataFrame(rows).sort_values("median", ignore_index=True)
         frame["ratio_to_fastest"] = frame["median"] / frame["median"].iloc[0]
+        # Smoke mode times one call each: nothing to rank on, and the table says so.
+        frame["measured"] = self.measured
+        frame.attrs["measured"] = self.measured
         return frame

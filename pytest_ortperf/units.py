@@ -8,8 +8,9 @@ JUnit XML and CI logs are not always UTF-8).
 
 from __future__ import annotations
 
+import difflib
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 SECOND_UNITS = (("s", 1.0), ("ms", 1e-3), ("us", 1e-6), ("ns", 1e-9))
 """Units of a duration, largest first, with their size in seconds."""
@@ -136,3 +137,19 @@ def escape_control(text: str) -> str:
     if text.isprintable():
         return text
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def did_you_mean(unknown: Iterable[object], known: Iterable[object]) -> str:
+    """``"; did you mean 'budget'?"`` for names close to known ones (case ignored), else
+    ``""``: appended to a message that lists the unknown and the known names."""
+    by_lower: dict[str, str] = {}
+    for name in known:
+        by_lower.setdefault(str(name).lower(), str(name))
+    names = [str(u) for u in unknown]
+    hints = []
+    for name in names:
+        close = difflib.get_close_matches(name.lower(), list(by_lower), n=1)
+        if close and by_lower[close[0]] != name:
+            match = by_lower[close[0]]
+            hints.append(f"{match!r}" if len(names) == 1 else f"{match!r} for {name!r}")
+    return f"; did you mean {', '.join(hints)}?" if hints else ""

@@ -30,3 +30,10 @@ def _no_machine_load(monkeypatch: pytest.MonkeyPatch) -> None:
     (a load average above its CPUs turns a normalized regression into ``unstable``): the
     gate reads no load here; tests/test_gate_warnings.py injects loads where it matters."""
     monkeypatch.setattr(pytest_ortperf.gating.gate, "_load_average", lambda: None)
+
+
+@pytest.fixture(autouse=True)
+def _wide_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 200-column terminal, whatever runs the tests (a tty, a pipe, an xdist worker), so
+    summaries show whole ids; tests of narrow terminals set ``COLUMNS`` themselves."""
+    monkeypatch.setenv("COLUMNS", "200")

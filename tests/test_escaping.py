@@ -410,7 +410,8 @@ def test_cli_tables_escape_control_characters(
 
     runs = _run(capsys, "runs", "--store", db)
     assert len(runs) == 2 + 3
-    assert "br\\x1b[2J\\nanch" in runs[2] and "\\x07\\nX" in runs[2]  # cut from the left
+    assert "br\\x1b[2J\\nanch" in runs[2] and "\\x07" in runs[2]  # escaped where shown
+    assert not any(c in line for line in runs for c in "\x1b\x07\x00\r")  # never raw
 
     compare = _run(capsys, "compare", "1", "2", "--store", db)
     assert len(compare) == 2 + 2 + 4  # header, 2 rows, the tally and its legend

@@ -61,7 +61,8 @@ def test_smoke_mode_uses_every_fixture_and_records_nothing(pytester):
     assert not (pytester.path / ".ortperf").exists()
 
 
-def test_measured_mode_prints_both_tables(pytester):
+def test_measured_mode_prints_both_tables(pytester, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "100")  # the summary fits the terminal's width
     write_suite(pytester, measured=True)
     result = pytester.runpytest("-p", "no:cacheprovider", "--ortperf", "--ortperf-budget=0.05")
     result.assert_outcomes(passed=4)
@@ -104,7 +105,8 @@ def test_results_are_attached_to_the_report(pytester):
     assert "KINDS test_rank_and_sweep " + str(["latency"] * 8) in out
 
 
-def test_injected_samples_drive_the_summary(pytester):
+def test_injected_samples_drive_the_summary(pytester, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "100")  # the summary fits the terminal's width
     pytester.makepyfile(
         """
         from pytest_ortperf import models

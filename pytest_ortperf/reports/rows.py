@@ -36,7 +36,12 @@ Key = tuple[str, str]
 @dataclass(frozen=True)
 class SummaryRow:
     """One line of the outcomes table: a gated metric, or a measurement nobody gated
-    (outcome ``recorded``)."""
+    (outcome ``recorded``).
+
+    ``change`` is the change with its interval (``+5.0% [+4.1%, +5.9%]``); ``point_change``
+    and ``interval`` are its two parts, and ``confidence`` the interval's confidence
+    (``1 - 2 * alpha`` of the verdict; None without an interval), for reports that show
+    them in columns of their own."""
 
     outcome: Outcome
     test: str
@@ -46,6 +51,9 @@ class SummaryRow:
     value: str
     change: str
     message: str
+    point_change: str = ""
+    interval: str = ""
+    confidence: float | None = None
 
     @property
     def needs_attention(self) -> bool:
@@ -66,11 +74,31 @@ def verdict_value(verdict: Verdict) -> str:
     return f"{format_metric(metric, current)} vs {format_metric(metric, baseline)}"
 
 
+def _has_change(verdict: Verdict) -> bool:
+    return verdict.metric != "structure" and math.isfinite(verdict.change)
+
+
+def verdict_point_change(verdict: Verdict) -> str:
+    """``+5.0%``; empty for structure and for verdicts without a change."""
+    return format_change(verdict.change) if _has_change(verdict) else ""
+
+
+def verdict_interval(verdict: Verdict) -> str:
+    """``[+4.1%, +5.9%]``, the ``1 - 2 * alpha`` interval of the change; empty for
+    structure and for verdicts without a change."""
+    return format_interval(verdict.low, verdict.high) if _has_change(verdict) else ""
+
+
+def verdict_confidence(verdict: Verdict) -> float | None:
+    """The confidence of :func:`verdict_interval` (``1 - 2 * alpha``), None without one."""
+    return 1.0 - 2.0 * verdict.alpha if _has_change(verdict) else None
+
+
 def verdict_change(verdict: Verdict) -> str:
     """``+5.0% [+4.1%, +5.9%]``; empty for structure and for verdicts without a change."""
-    if verdict.metric == "structure" or not math.isfinite(verdict.change):
+    if not _has_change(verdict):
         return ""
-    return f"{format_change(verdict.change)} {format_interval(verdict.low, verdict.high)}"
+    return f"{verdict_point_change(verdict)} {verdict_interval(verdict)}"
 
 
 def record_value(record: Record) -> str:
@@ -102,7 +130,8 @@ def summary_rows(records: Sequence[Record], judgements: Sequence[Judgement]) -> 
         row = partial(SummaryRow, test=record.test, name=record.name, kind=record.kind)
         rows.extend(
             row(v.outcome, metric=v.metric, value=verdict_value(v), change=verdict_change(v),
-                message=v.message)
+                message=v.message, point_change=verdict_point_change(v),
+                interval=verdict_interval(v), confidence=verdict_confidence(v))
             for v in judged.get(key, ())
         )  # fmt: skip
         if key not in judged:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from pytest_ortperf.reports.rows import summary_rows
+from pytest_ortperf.reports.rows import SummaryRow, summary_rows
 from pytest_ortperf.results import (
     USER_PROPERTY,
     VERDICTS_PROPERTY,
@@ -19,6 +19,7 @@ from pytest_ortperf.results import (
 from pytest_ortperf.units import (
     escape_control,
     format_bytes,
+    format_confidence,
     format_ratio,
     format_ratio_bounds,
     format_ratio_interval,
@@ -26,33 +27,53 @@ from pytest_ortperf.units import (
 )
 
 WIDTH = 100
+"""The width of a table when no terminal says otherwise (``ortperf`` CLI output, tests)."""
+
+MIN_ID = 20
+"""A shortened id keeps at least this many characters; below, rows are stacked instead."""
+
+INDENT = 4
+"""The indent of a stacked row's other cells, under its id."""
+
+ELLIPSIS = "..."
 
 
 def _shorten(text: str, width: int) -> str:
-    return text if len(text) <= width else "..." + text[-(width - 3) :]
+    """``text`` cut from the left to ``width``, an ellipsis first: a test id keeps its
+    distinguishing end (``...test_resnet[cpu]::latency``)."""
+    if len(text) <= width:
+        return text
+    if width <= len(ELLIPSIS):
+        return text[len(text) - width :]
+    return ELLIPSIS + text[len(text) - width + len(ELLIPSIS) :]
+
+
+def _cut(line: str, width: int) -> str:
+    """A line cut on the right to ``width`` (the last resort of a too narrow terminal)."""
+    if len(line) <= width:
+        return line
+    return line[: max(0, width - len(ELLIPSIS))] + ELLIPSIS[:width]
 
 
 def _numeric(cell: str) -> bool:
     return cell[:1].isdigit() or (cell[:1] in "+-" and cell[1:2].isdigit())
 
 
-def format_table(
-    header: Sequence[str], rows: Sequence[Sequence[str]], *, width: int = WIDTH
+def _text_column(rows: Sequence[Sequence[str]], i: int) -> bool:
+    """Whether column ``i`` holds text (not only numbers; empty cells and ``-`` count as
+    neither)."""
+    cells = [r[i] for r in rows if r[i] not in ("", "-")]
+    return not cells or not all(_numeric(c) for c in cells)
+
+
+def _render(
+    header: Sequence[str], rows: Sequence[Sequence[str]], widths: Sequence[int]
 ) -> list[str]:
-    """Rows aligned under their header, numbers right-aligned. When a line would exceed
-    ``width``, the widest text column is cut from the left (a test id keeps its end).
-    Control characters in cells show as escapes (:func:`~pytest_ortperf.units.escape_control`):
-    a test id or name cannot send terminal escape sequences or split a row."""
-    header = [escape_control(h) for h in header]
-    rows = [[escape_control(c) for c in r] for r in rows]
-    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
-    excess = sum(widths) + 2 * (len(widths) - 1) - width
-    text_columns = [i for i in range(len(header)) if not all(_numeric(r[i]) for r in rows)]
-    if excess > 0 and text_columns:
-        widest = max(text_columns, key=lambda i: widths[i])
-        widths[widest] = max(12, widths[widest] - excess)
-    lines = []
-    for row in [header, *rows]:
+    # Headers are left-aligned ("95% CI" over intervals) and cut on the right when their
+    # column is narrower; cells are cut from the left (an id keeps its end).
+    lines = ["  ".join(_cut(h, size).ljust(size) for h, size in zip(header, widths, strict=True))]
+    lines[0] = lines[0].rstrip()
+    for row in rows:
         cells = []
         for cell, size in zip(row, widths, strict=True):
             cell = _shorten(cell, size)
@@ -62,9 +83,79 @@ def format_table(
     return lines
 
 
-def summary_lines(records: Sequence[Record], judgements: Sequence[Judgement] = ()) -> list[str]:
+def _fit(
+    header: Sequence[str], rows: Sequence[Sequence[str]], width: int, *, stack: bool
+) -> list[str]:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
+    excess = sum(widths) + 2 * (len(widths) - 1) - width
+    if excess <= 0:
+        return _render(header, rows, widths)
+    text_columns = [i for i in range(len(header)) if _text_column(rows, i)]
+    widest = max(text_columns, key=lambda i: widths[i], default=None)
+    if widest is not None:
+        shortest = min(widths[widest], MIN_ID)
+        cut = min(excess, widths[widest] - shortest)
+        widths[widest] -= cut
+        excess -= cut
+    if excess <= 0:
+        return _render(header, rows, widths)
+    if stack and widest == 0 and len(header) > 1:
+        return _stacked(header, rows, width)
+    return [_cut(line, width) for line in _render(header, rows, widths)]
+
+
+def _stacked(header: Sequence[str], rows: Sequence[Sequence[str]], width: int) -> list[str]:
+    """Each row's id on a line of its own (shortened only beyond ``width``), its other
+    cells on the next line, indented: for terminals too narrow for an id beside them."""
+    pad = " " * INDENT
+    rest = _fit(header[1:], [r[1:] for r in rows], width - INDENT, stack=False)
+    ids = [_shorten(cell, width) for cell in (header[0], *(r[0] for r in rows))]
+    rule = "-" * min(width, max(*(len(i) for i in ids), INDENT + len(rest[1])))
+    lines = [ids[0], (pad + rest[0]).rstrip(), rule]
+    for cell, line in zip(ids[1:], rest[2:], strict=True):
+        lines += [cell, (pad + line).rstrip()]
+    return lines
+
+
+def format_table(
+    header: Sequence[str], rows: Sequence[Sequence[str]], *, width: int = WIDTH
+) -> list[str]:
+    """Rows aligned under their header, numbers right-aligned, no line wider than ``width``
+    (the terminal's, or :data:`WIDTH`).
+
+    When a line would be wider, the widest text column (a test id) is cut from the left,
+    only as much as needed and to no fewer than :data:`MIN_ID` characters, so that an id
+    keeps its distinguishing end (``...::test_resnet[cpu]::latency``). When that is not
+    enough and the id is the first column, each row is stacked: the id on a line of its
+    own, its other cells indented below. Lines still too wide are cut on the right.
+    Control characters in cells show as escapes (:func:`~pytest_ortperf.units.escape_control`):
+    a test id or name cannot send terminal escape sequences or split a row."""
+    header = [escape_control(h) for h in header]
+    rows = [[escape_control(c) for c in r] for r in rows]
+    return _fit(header, rows, max(width, 1), stack=True)
+
+
+def _interval_column(rows: Sequence[SummaryRow]) -> tuple[str, list[str]]:
+    """The header and cells of the gated metrics' interval column: ``98% CI`` when every
+    interval has the same confidence, else ``CI`` with each cell's confidence after it."""
+    levels = {r.confidence for r in rows if r.confidence is not None and r.interval}
+    if len(levels) <= 1:
+        label = format_confidence(levels.pop()) if levels else "CI"
+        return label, [r.interval for r in rows]
+    return "CI", [
+        f"{r.interval} {format_confidence(r.confidence).removesuffix(' CI')}"
+        if r.interval and r.confidence is not None
+        else r.interval
+        for r in rows
+    ]
+
+
+def summary_lines(
+    records: Sequence[Record], judgements: Sequence[Judgement] = (), *, width: int = WIDTH
+) -> list[str]:
     """Tables of measurements (test, name, api, median, IQR, n), of comparisons (ratio,
-    CI) and of gated metrics (outcome, message), failures first."""
+    CI) and of gated metrics (metric, outcome, value as current vs baseline, change and
+    its interval), failures first; each table fit to ``width`` (:func:`format_table`)."""
     latencies = [r for r in records if isinstance(r, LatencyResult)]
     comparisons = [r for r in records if isinstance(r, Comparison)]
     lines: list[str] = []
@@ -79,7 +170,7 @@ def summary_lines(records: Sequence[Record], judgements: Sequence[Judgement] = (
             )
             for r in latencies
         ]
-        lines += format_table(("measurement", "api", "median", "IQR", "n"), rows)
+        lines += format_table(("measurement", "api", "median", "IQR", "n"), rows, width=width)
     if comparisons:
         if lines:
             lines.append("")
@@ -96,6 +187,7 @@ def summary_lines(records: Sequence[Record], judgements: Sequence[Judgement] = (
         lines += format_table(
             ("comparison (candidate/reference)", "ratio", "95% CI", "ref", "cand"),
             rows,
+            width=width,
         )
     memories = [r for r in records if isinstance(r, MemoryResult)]
     if memories:
@@ -105,16 +197,28 @@ def summary_lines(records: Sequence[Record], judgements: Sequence[Judgement] = (
             (f"{m.test}::{m.name}", m.api, format_bytes(m.max_peak_bytes), m.method)
             for m in memories
         ]
-        lines += format_table(("memory", "api", "peak RSS", "method"), memory_rows)
+        lines += format_table(("memory", "api", "peak RSS", "method"), memory_rows, width=width)
     gated = [
         row for row in summary_rows(records, judgements) if row.outcome is not Outcome.RECORDED
     ]
     if gated:
         if lines:
             lines.append("")
+        label, intervals = _interval_column(gated)
         lines += format_table(
-            ("gated metric", "metric", "outcome"),
-            [(f"{row.test}::{row.name}", row.metric, str(row.outcome)) for row in gated],
+            ("gated metric", "metric", "outcome", "value", "change", label),
+            [
+                (
+                    f"{row.test}::{row.name}",
+                    row.metric,
+                    str(row.outcome),
+                    row.value,
+                    row.point_change,
+                    interval,
+                )
+                for row, interval in zip(gated, intervals, strict=True)
+            ],
+            width=width,
         )
         improved = sum(row.outcome is Outcome.IMPROVED for row in gated)
         new = sum(row.outcome is Outcome.NEW for row in gated)

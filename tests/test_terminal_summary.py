@@ -1,0 +1,133 @@
+"""The terminal summary fit to the terminal's width (ids keep their ends; value, change and
+interval of each gated metric), and smoke-mode tables of ``rank``/``api_sweep`` marked as
+unmeasured. Real pytest runs with scripted samples."""
+
+import json
+import re
+
+import pytest
+
+from pytest_ortperf.reports.terminal import MIN_ID, format_table
+
+LONG = "a_rather_long_parameter_that_makes_the_test_id_wide_" + "x" * 40
+
+SUITE = f"""
+import json, pathlib
+import pytest
+from pytest_ortperf import models
+from pytest_ortperf.testing import ScriptedEngine
+
+SCALE = json.loads(pathlib.Path(__file__).with_name("scale.json").read_text())
+
+
+@pytest.mark.parametrize("variant", ["{LONG}"])
+def test_latency(ort_session, ort_feeds, ortperf, variant):
+    samples = [1e-4 * SCALE * (1 + 0.001 * i) for i in range(25)]
+    ortperf.engine = ScriptedEngine(measure=[samples])
+    s = ort_session(models.linear_regression())
+    ortperf.latency(s, ort_feeds(s, dims={{"N": 1}}), name="the_end")
+"""
+
+RUN = ("-p", "no:cacheprovider", "--ortperf-store=none", "--color=no")
+
+
+def _gated_run(pytester: pytest.Pytester, scale: float) -> pytest.RunResult:
+    (pytester.path / "scale.json").write_text(json.dumps(scale))
+    return pytester.runpytest(*RUN, "--ortperf")
+
+
+@pytest.fixture
+def baselined(pytester: pytest.Pytester) -> pytest.Pytester:
+    pytester.makepyfile(test_summary=SUITE)
+    (pytester.path / "scale.json").write_text(json.dumps(1.0))
+    assert pytester.runpytest(*RUN, "--ortperf-update").ret == 0
+    return pytester
+
+
+def _summary(result: pytest.RunResult) -> list[str]:
+    """The lines of the ``ortperf`` section, less its notes."""
+    lines = result.outlines
+    start = next(i for i, line in enumerate(lines) if "= ortperf =" in line) + 1
+    end = next((i for i, line in enumerate(lines) if i > start and line.startswith("=")), None)
+    return [line for line in lines[start:end] if not line.startswith("ortperf: ")]
+
+
+@pytest.mark.parametrize("columns", [80, 200])
+def test_the_summary_fits_the_terminal(
+    baselined: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, columns: int
+) -> None:
+    monkeypatch.setenv("COLUMNS", str(columns))
+    result = _gated_run(baselined, 1.0)
+    result.assert_outcomes(passed=1)
+    lines = _summary(result)
+    assert lines and max(len(line) for line in lines) <= columns
+    text = "\n".join(lines)
+    # the gated metric with its value, change and interval, its confidence in the header
+    header = next(line for line in lines if "outcome" in line)
+    assert "value" in header and "change" in header and "98% CI" in header
+    gated = lines[lines.index(next(x for x in lines if x.startswith("gated metric"))) :]
+    shown = re.compile(r"\d+ us vs \d+ us +[+-]\d+\.\d% +\[[+-]\d+\.\d%, [+-]\d+\.\d%\]$")
+    assert any(shown.search(line) for line in gated), text
+    full_id = f"test_summary.py::test_latency[{LONG}]::the_end"
+    if columns == 200:
+        assert full_id in text and "..." not in text
+    else:
+        # too narrow for the id beside its cells: the id keeps its end (or stands whole)
+        ids = [line.split()[0] for line in lines if "::the_end" in line]
+        assert len(ids) == 2 and all(i.endswith("]::the_end") for i in ids), text
+        assert all(i.startswith("...") and full_id.endswith(i[3:]) for i in ids), text
+
+
+def test_a_wide_terminal_shortens_nothing_and_a_narrow_one_keeps_id_ends() -> None:
+    rows = [(f"tests/test_models.py::test_resnet[{p}]::latency", "1.00 ms") for p in "ab"]
+    assert format_table(("id", "median"), rows, width=200)[2].startswith("tests/")
+    narrow = format_table(("id", "median"), rows, width=40)
+    assert max(len(line) for line in narrow) <= 40
+    # cut only as much as needed, from the left: the distinguishing ends stay
+    assert narrow[2].startswith("...") and narrow[2].split()[0].endswith("[a]::latency")
+    assert narrow[3].split()[0].endswith("[b]::latency")
+    assert len(narrow[2]) == 40
+
+
+def test_a_terminal_too_narrow_for_an_id_beside_its_cells_stacks_rows() -> None:
+    rows = [("tests/test_models.py::test_resnet[a]::latency", "2.00 ms vs 1.00 ms", "+100%")]
+    lines = format_table(("gated metric", "value", "change"), rows, width=MIN_ID + 10)
+    assert max(len(line) for line in lines) <= MIN_ID + 10
+    assert lines[0] == "gated metric"
+    assert lines[3].endswith("[a]::latency") and lines[4].startswith("    2.00 ms vs 1.00 ms")
+
+
+def test_cells_stay_escaped_when_shortened() -> None:
+    rows = [("t.py::test_x::" + "\x1b[2J" * 10 + "end", "1")]
+    lines = format_table(("id", "n"), rows, width=30)
+    assert "\x1b" not in "".join(lines) and lines[2].split()[0].endswith("\\x1b[2Jend")
+
+
+TABLES = """
+import pytest
+from pytest_ortperf import models
+from pytest_ortperf.testing import ScriptedEngine
+
+
+def test_tables(ort_session, ort_feeds, ortperf):
+    s = ort_session(models.linear_regression())
+    t = ort_session(models.linear_regression(), optimization="disable")
+    feeds = ort_feeds(s, dims={"N": 1})
+    if ortperf.measured:
+        ortperf.engine = ScriptedEngine(interleave=[[[1e-4] * 25, [2e-4] * 25]])
+    ranked = ortperf.rank({"opt": s, "plain": t}, feeds)
+    print("RANK", list(ranked["measured"]), ranked.attrs["measured"])
+    if not ortperf.measured:
+        swept = ortperf.api_sweep(s, feeds)
+        print("SWEEP", set(swept["measured"]), swept.attrs["measured"], len(swept))
+"""
+
+
+def test_smoke_tables_are_marked_unmeasured(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_tables=TABLES)
+    smoke = pytester.runpytest("-p", "no:cacheprovider", "-s")
+    smoke.assert_outcomes(passed=1)
+    smoke.stdout.fnmatch_lines(["*RANK [[]False, False[]] False", "SWEEP {False} False *"])
+    measured = pytester.runpytest(*RUN, "-s", "--ortperf")
+    measured.assert_outcomes(passed=1)
+    measured.stdout.fnmatch_lines(["*RANK [[]True, True[]] True"])
