@@ -285,7 +285,7 @@ def test_html_without_matplotlib_has_tables_and_the_hint() -> None:
     page = page.replace("<wbr>", "")  # break opportunities in long ids
     assert PLOTS_HINT in page and "<img" not in page
     assert "tests/test_m.py::test_cmp::fused" in page and "<table" in page
-    assert "1 metric(s) regressed or inconclusive" in page
+    assert "1 metric(s) failed the gate (regressed)" in page
 
 
 @pytest.mark.skipif(not HAS_MPL, reason="matplotlib not installed")

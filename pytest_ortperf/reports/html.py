@@ -25,9 +25,10 @@ from pytest_ortperf.reports.rows import (
     verdict_change,
     verdicts_by_key,
 )
-from pytest_ortperf.results import Comparison, Judgement, LatencyResult, Record
+from pytest_ortperf.results import Comparison, Judgement, LatencyResult, Outcome, Record
 from pytest_ortperf.units import (
     escape_control,
+    format_bytes,
     format_change,
     format_ratio,
     format_ratio_bounds,
@@ -44,7 +45,8 @@ MAX_BOXES = 30
 MAX_RATIOS = 60
 MAX_PANELS = 12
 MAX_OPS = 15
-SCROLL_ROWS = 16
+COLLAPSE_ROWS = 16
+"""Tables longer than this sit in an open ``<details>`` that a click collapses."""
 PLOTS_HINT = "Charts need matplotlib: pip install pytest-ortperf[plots]"
 
 
@@ -95,8 +97,11 @@ Cell = str | tuple[str, object]
 """A cell's text, or (text, sort key) for a cell that sorts by a number."""
 
 
-def table(headers: Sequence[str], rows: Sequence[Sequence[Cell]], *, cls: str = "") -> str:
-    """A sortable table (click a header); cells are escaped text."""
+def table(
+    headers: Sequence[str], rows: Sequence[Sequence[Cell]], *, cls: str = "", collapse: bool = True
+) -> str:
+    """A sortable table (click a header); cells are escaped text. A long one can be
+    collapsed (``collapse``), never cut to a fixed height: every row prints."""
     head = "".join(f"<th>{_e(h)}</th>" for h in headers)
     body = []
     for row in rows:
@@ -109,20 +114,68 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Cell]], *, cls: str = 
                 cells.append(f"<td>{_w(cell)}</td>")
         body.append(f"<tr>{''.join(cells)}</tr>")
     classes = f"sortable {cls}".strip()
-    return _scroll(
+    html_table = (
         f'<table class="{classes}"><thead><tr>{head}</tr></thead>'
-        f"<tbody>{''.join(body)}</tbody></table>",
-        len(rows),
+        f"<tbody>{''.join(body)}</tbody></table>"
     )
+    return _collapsible(html_table, len(rows)) if collapse else html_table
 
 
-def _scroll(table_html: str, n_rows: int) -> str:
-    """Long tables scroll in a box of about 14 rows, their header kept in view."""
-    return f'<div class="scroll">{table_html}</div>' if n_rows > SCROLL_ROWS else table_html
+def _collapsible(table_html: str, n_rows: int) -> str:
+    """A long table in full, in an open ``<details>`` that a click collapses; the page is
+    as long as its tables (no scroll box: a printout or a screenshot shows every row)."""
+    if n_rows <= COLLAPSE_ROWS:
+        return table_html
+    return f'<details open class="rows"><summary>{n_rows} rows</summary>{table_html}</details>'
+
+
+OUTCOME_LEGEND: Mapping[Outcome, str] = {
+    Outcome.REGRESSED: "fails the gate: slower than the baseline beyond the threshold, "
+    "significantly, confirmed by a second measurement",
+    Outcome.INCONCLUSIVE: "passes (fails with --ortperf-strict), needs attention: beyond the "
+    "threshold but not significant, or too noisy to tell",
+    Outcome.UNSTABLE: "passes (fails with --ortperf-strict), needs attention: the measurement "
+    "itself is doubtful (dependent or drifting blocks, preempted blocks)",
+    Outcome.NEW: "passes (fails with --ortperf-strict): no baseline entry yet",
+    Outcome.IMPROVED: "passes: faster than the baseline beyond the threshold "
+    "(consider --ortperf-update)",
+    Outcome.NOT_COMPARABLE: "passes, not gated: a fingerprint key or the run API differs from "
+    "the baseline's, or too few earlier runs",
+    Outcome.OK: "passes: within the threshold of the baseline",
+    Outcome.RECORDED: "measured, not gated: no gate judged this measurement (shown for "
+    "reference; it cannot fail)",
+}
+"""What each outcome means for the test, as the report's legend says it."""
 
 
 def _badge(outcome: str) -> str:
     return f'<span class="badge {_e(outcome)}">{_e(outcome)}</span>'
+
+
+def _legend(outcomes: Sequence[Outcome]) -> str:
+    """The outcomes shown, each with what it means (``recorded``: measured, not gated)."""
+    items = "".join(
+        f"<dt>{_badge(o)}</dt><dd>{_e(OUTCOME_LEGEND.get(o, ''))}</dd>" for o in outcomes
+    )
+    return f'<dl class="legend">{items}</dl>' if items else ""
+
+
+def headline(counts: Mapping[Outcome, int]) -> tuple[str, str]:
+    """The status line and its class (``bad``, ``warn``, ``good``): failures (regressed)
+    said apart from the metrics that need attention but pass (inconclusive, unstable)."""
+    failed = counts.get(Outcome.REGRESSED, 0)
+    doubtful = counts.get(Outcome.INCONCLUSIVE, 0) + counts.get(Outcome.UNSTABLE, 0)
+    parts = []
+    if failed:
+        parts.append(f"{failed} metric(s) failed the gate (regressed)")
+    if doubtful:
+        parts.append(
+            f"{doubtful} metric(s) need attention but passed (inconclusive/unstable; "
+            "these fail only with --ortperf-strict)"
+        )
+    if not parts:
+        return "no metric regressed, inconclusive or unstable", "good"
+    return "; ".join(parts), "bad" if failed else "warn"
 
 
 def _outcome_table(rows: Sequence[SummaryRow]) -> str:
@@ -140,10 +193,17 @@ def _outcome_table(rows: Sequence[SummaryRow]) -> str:
         f"<th>{h}</th>"
         for h in ("outcome", "test", "measurement", "metric", "value", "change [CI]", "detail")
     )
-    return _scroll(
+    return _collapsible(
         f'<table class="sortable outcomes"><thead><tr>{head}</tr></thead>'
         f"<tbody>{''.join(lines)}</tbody></table>",
         len(lines),
+    )
+
+
+def _outcomes_body(rows: Sequence[SummaryRow]) -> str:
+    legend = _legend(list(outcome_counts(rows)))
+    return (legend and f"<details open><summary>legend</summary>{legend}</details>") + (
+        _outcome_table(rows)
     )
 
 
@@ -195,14 +255,16 @@ def _header(data: ReportInput, rows: Sequence[SummaryRow]) -> str:
         ("onnxruntime", str(env.get("ort_version") or "-")),
         ("CPU", f"{env.get('cpu_model') or '-'}, {env.get('logical_cores') or '?'} logical cores"),
     ]
+    memory = _number(env.get("memory_bytes"))
+    if memory is not None:
+        facts.append(("memory", format_bytes(memory)))
     counts = outcome_counts(rows)
-    attention = sum(n for o, n in counts.items() if o.needs_attention)
-    status = (
-        f'<p class="status bad">{attention} metric(s) regressed or inconclusive</p>'
-        if attention
-        else '<p class="status good">no regressed or inconclusive metric</p>'
+    text, tone = headline(counts)
+    status = f'<p class="status {tone}">{_e(text)}</p>'
+    chips = " ".join(
+        f'<span title="{_e(OUTCOME_LEGEND.get(o, ""))}">{_badge(o)}&nbsp;{n}</span>'
+        for o, n in counts.items()
     )
-    chips = " ".join(f"{_badge(o)}&nbsp;{n}" for o, n in counts.items())
     dl = "".join(f"<dt>{_e(k)}</dt><dd>{_e(v)}</dd>" for k, v in facts)
     return f"<header><h1>{_e(data.title)}</h1><dl>{dl}</dl>{status}<p>{chips}</p></header>"
 
@@ -335,8 +397,8 @@ def _distributions(data: ReportInput, draw: bool) -> str:
             "calls/block",
         ]
         parts.append(
-            f"<h3>{_e(test)}</h3>{chart}{more}<details><summary>statistics</summary>"
-            f"{table(headers, rows)}</details>"
+            f"<h3>{_e(test)}</h3>{chart}{more}<details open><summary>statistics</summary>"
+            f"{table(headers, rows, collapse=False)}</details>"
         )
     if not parts:
         return ""
@@ -404,8 +466,8 @@ def _profiles(data: ReportInput, draw: bool) -> str:
         )
         headers = ["op type", "kernel us", "nodes per run", "share"]
         parts.append(
-            f"<h3>{_e(test)} :: {_e(name)}</h3>{chart}<details><summary>per op type</summary>"
-            f"{table(headers, rows)}</details>"
+            f"<h3>{_e(test)} :: {_e(name)}</h3>{chart}<details open><summary>per op type"
+            f"</summary>{table(headers, rows, collapse=False)}</details>"
         )
     if not parts:
         return ""
@@ -469,6 +531,25 @@ def _history(data: ReportInput, draw: bool) -> str:
     return _section("history", "History", intro + note + chart + more + table(headers, rows))
 
 
+def _number(value: object) -> float | None:
+    """A finite number from an environment value, or None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        return None
+    try:
+        number = float(value)
+    except ValueError:
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _env_value(key: str, value: object) -> str:
+    """An environment value as text; sizes in bytes (``*_bytes``) in human units."""
+    if value is None:
+        return "-"
+    number = _number(value) if key.endswith("bytes") else None
+    return str(value) if number is None else format_bytes(number)
+
+
 def _or(value: float | None, default: float) -> float:
     return default if value is None else value
 
@@ -477,7 +558,7 @@ def _environment(data: ReportInput) -> str:
     items = {**{f"git {k}": v for k, v in data.git.items()}, **data.environment}
     if not items:
         return ""
-    rows: list[list[Cell]] = [[str(k), "-" if v is None else str(v)] for k, v in items.items()]
+    rows: list[list[Cell]] = [[str(k), _env_value(str(k), v)] for k, v in items.items()]
     return _section("environment", "Environment", table(["key", "value"], rows, cls="env"))
 
 
@@ -494,8 +575,7 @@ th,td{padding:3px 8px;border-bottom:1px solid #eee;text-align:left;vertical-alig
 overflow-wrap:break-word}td.nw{white-space:nowrap}
 th{background:#f0f3f7;cursor:pointer;user-select:none;white-space:nowrap;position:sticky;top:0;
 z-index:1}
-.scroll{max-height:420px;overflow:auto;border:1px solid #e3e3e3;margin:8px 0}
-.scroll table{margin:0}
+details.rows>summary{color:#777;font-size:12px}
 th:hover{background:#e1e8f0}td[data-sort]{white-space:nowrap}
 tbody tr:nth-child(even){background:#fbfbfd}
 td.msg{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:12px}
@@ -505,14 +585,30 @@ background:#e5e5e5}
 .badge.regressed{background:#c0392b;color:#fff}.badge.inconclusive{background:#e67e22;color:#fff}.badge.unstable{background:#8e44ad;color:#fff}
 .badge.improved{background:#27ae60;color:#fff}.badge.new{background:#2c6fbb;color:#fff}
 .badge.ok{background:#d5ecd9}.badge.not_comparable{background:#ececec}
-.status{font-weight:600}.status.bad{color:#c0392b}.status.good{color:#27ae60}
+.status{font-weight:600}.status.bad{color:#c0392b}.status.warn{color:#b9620e}
+.status.good{color:#27ae60}
+dl.legend{grid-template-columns:max-content auto;font-size:12px;margin:4px 0 8px;color:#444}
+dl.legend dt{color:inherit}
 .note{color:#777;font-style:italic}figure{margin:8px 0}img{max-width:100%;height:auto}
 .pair{display:grid;grid-template-columns:minmax(280px,1fr) 2fr;gap:12px;align-items:start}
 .pair figure{margin:0}details{margin:4px 0 12px}summary{cursor:pointer;color:#2c6fbb}
 table.env td:first-child{white-space:nowrap;color:#555;width:180px}
+@media print{
+body{background:#fff;font-size:11px}main{max-width:none;padding:0}nav{display:none}
+*{max-height:none!important;overflow:visible!important}
+th{position:static;cursor:auto}thead{display:table-header-group}
+tr,figure,img{break-inside:avoid}h2,h3{break-after:avoid}
+details::details-content{content-visibility:visible;display:contents}
+summary{list-style:none;color:#555}
+}
 """
 
 JS = """
+window.addEventListener("beforeprint", function () {
+  document.querySelectorAll("details:not([open])").forEach(function (d) {
+    d.open = true;
+  });
+});
 document.querySelectorAll("table.sortable th").forEach(function (th, i) {
   th.addEventListener("click", function () {
     var body = th.closest("table").tBodies[0], up = th.dataset.dir !== "asc";
@@ -539,7 +635,7 @@ def build_html(data: ReportInput, *, charts_enabled: bool | None = None) -> str:
         notes.insert(0, PLOTS_HINT)
     note_html = "".join(f'<p class="note">{_e(n)}</p>' for n in notes)
     sections = [
-        ("outcomes", "Outcomes", _section("outcomes", "Outcomes", _outcome_table(rows))),
+        ("outcomes", "Outcomes", _section("outcomes", "Outcomes", _outcomes_body(rows))),
         ("comparisons", "Comparisons", _comparisons(data, draw)),
         ("distributions", "Distributions", _distributions(data, draw)),
         ("sweeps", "Run APIs", _sweeps(data, draw)),
