@@ -183,8 +183,7 @@ def test_rejected_hand_made_inputs_keep_onnxruntime_error():
     assert run_checked(session, pinned)[0].shape == (4,)
 
 
-def test_rejected_inputs_fail_the_test_briefly(pytester, monkeypatch):
-    monkeypatch.setenv("COLUMNS", "80")  # the short summary then cuts each message to a line
+def test_rejected_inputs_fail_the_test_briefly(pytester):
     pytester.path.joinpath("lookup.onnx").write_bytes(lookup_model())
     pytester.makepyfile(
         """
@@ -204,7 +203,7 @@ def test_rejected_inputs_fail_the_test_briefly(pytester, monkeypatch):
             ortperf.latency(session, feeds)
         """
     )
-    result = pytester.runpytest(*RUN)
+    result = pytester.runpytest(*RUN, "-rN")  # no short summary: each failure once
     result.assert_outcomes(failed=2, passed=1)
     out = result.stdout.str()
     assert out.count("InputsRejected: onnxruntime rejected the inputs of model lookup.onnx: ") == 2
