@@ -313,7 +313,28 @@ class OrtperfState:
             profiles=dict(self.profiles),
             store=self.store_target(),
             threshold=settings.gate.threshold,
+            baseline_samples=self.baseline_samples(),
         )
+
+    def baseline_samples(self) -> dict[tuple[str, str], list[float]]:
+        """The stored samples of each measured latency's baseline entry (none for an
+        update run, whose entries are being replaced, or for an unreadable file)."""
+        from pytest_ortperf.gating.baseline import BaselineError
+        from pytest_ortperf.results import LatencyResult
+
+        if self.settings.update:
+            return {}
+        out: dict[tuple[str, str], list[float]] = {}
+        for record in self.records:
+            if not isinstance(record, LatencyResult) or not record.measured:
+                continue
+            try:
+                entry = self.baselines.entry(record.test, record.name)
+            except BaselineError:
+                continue
+            if entry is not None and entry.get("kind") == "latency":
+                out[(record.test, record.name)] = [float(x) for x in entry.get("samples", ())]
+        return out
 
     def write_reports(self, files: ReportFiles, config: pytest.Config, exit_status: int) -> None:
         """Write the report files; what could not be written becomes a note."""

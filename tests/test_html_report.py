@@ -122,3 +122,51 @@ def test_hostile_environment_size_is_escaped() -> None:
     page = _page(ReportInput([latency("t.py::test_a")], environment={"<i>_bytes": "<script>"}))
     assert "<td><script>" not in page and "<td><i>" not in page
     assert "&lt;script&gt;" in page and "&lt;i&gt;_bytes" in page
+
+
+# --------------------------------------------------------------------------- baseline samples
+
+
+def test_a_latency_with_a_baseline_draws_the_baseline_beside_it() -> None:
+    from pytest_ortperf.reports import charts
+    from pytest_ortperf.reports.html import _boxes_of
+
+    record = latency("t.py::t", "lr")
+    boxes = _boxes_of([record], {("t.py::t", "lr"): [1.1e-3] * 5})
+    assert [(b.label, b.group) for b in boxes] == [
+        ("lr (run)", 0),
+        ("lr baseline", charts.BASELINE_GROUP),
+    ]
+    assert _boxes_of([record], {}) == boxes[:1]
+    assert charts.box_plot(boxes).startswith(b"\x89PNG")
+
+
+INNER = """
+from pytest_ortperf import models
+from pytest_ortperf.testing import ScriptedEngine
+
+def test_latency(ort_session, ort_feeds, ortperf):
+    ortperf.engine = ScriptedEngine(measure=[[1e-4 * (1 + 0.001 * i) for i in range(20)]])
+    s = ort_session(models.linear_regression())
+    ortperf.latency(s, ort_feeds(s, dims={"N": 1}), name="lr")
+"""
+
+
+def test_the_run_passes_the_baselines_samples_to_the_report(pytester, monkeypatch) -> None:
+    from pytest_ortperf.reports import writer
+
+    seen: list[dict[Any, Any]] = []
+    original = writer.report_input_from_run
+
+    def spy(results: Any) -> Any:
+        seen.append(dict(results.baseline_samples))
+        return original(results)
+
+    monkeypatch.setattr(writer, "report_input_from_run", spy)
+    pytester.makepyfile(test_perf=INNER)
+    run = ("-p", "no:cacheprovider", "--ortperf-store=none", "--ortperf-report=r.html")
+    pytester.runpytest(*run, "--ortperf-update").assert_outcomes(passed=1)
+    assert seen == [{}]  # an update replaces its entries: nothing to draw beside
+    pytester.runpytest(*run, "--ortperf").assert_outcomes(passed=1)
+    ((key, samples),) = seen[1].items()
+    assert key == ("test_perf.py::test_latency", "lr") and len(samples) == 200

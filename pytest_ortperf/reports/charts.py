@@ -53,9 +53,14 @@ def _horizontal() -> dict[str, Any]:
     return {"orientation": "horizontal"} if (major, minor) >= (3, 10) else {"vert": False}
 
 
+BASELINE_GROUP = 3
+"""Colour group of the samples stored in a baseline, drawn beside this run's."""
+
+
 @dataclass(frozen=True)
 class Box:
-    """One box of a box plot: raw samples in seconds and a colour group."""
+    """One box of a box plot: raw samples in seconds and a colour group (0 a latency, 1
+    and 2 a comparison's reference and candidate, :data:`BASELINE_GROUP` a baseline's)."""
 
     label: str
     samples: tuple[float, ...]
@@ -78,7 +83,7 @@ def box_plot(boxes: Sequence[Box], *, title: str = "", width: float = WIDTH_IN) 
         flierprops={"marker": ".", "markersize": 3, "alpha": 0.5},
         medianprops={"color": "black"},
     )
-    colours = ("#8fb8de", "#f2b880", "#b5d99c")
+    colours = ("#8fb8de", "#f2b880", "#b5d99c", "#d0d0d0")
     for patch, box in zip(parts["boxes"], reversed(boxes), strict=True):
         patch.set_facecolor(colours[box.group % len(colours)])
     ax.set_yticks(range(1, len(boxes) + 1), [_short(b.label) for b in reversed(boxes)])
@@ -90,15 +95,14 @@ def box_plot(boxes: Sequence[Box], *, title: str = "", width: float = WIDTH_IN) 
     if title:
         ax.set_title(title, fontsize=10, loc="left")
     ax.grid(axis="x", alpha=0.3)
-    if {b.group for b in boxes} >= {1, 2}:
-        ax.legend(
-            handles=[
-                Patch(facecolor=colours[1], label="reference"),
-                Patch(facecolor=colours[2], label="candidate"),
-            ],
-            fontsize=8,
-            loc="lower right",
-        )
+    groups = {b.group for b in boxes}
+    handles = [
+        Patch(facecolor=colours[group], label=label)
+        for group, label in ((1, "reference"), (2, "candidate"), (BASELINE_GROUP, "baseline"))
+        if group in groups and (group == BASELINE_GROUP or groups >= {1, 2})
+    ]
+    if handles:
+        ax.legend(handles=handles, fontsize=8, loc="lower right")
     return _png(fig)
 
 

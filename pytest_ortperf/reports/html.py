@@ -67,6 +67,8 @@ class ReportInput:
     run_id: int | None = None
     notes: Sequence[str] = ()
     history: Mapping[HistoryKey, Sequence[HistoryPoint]] = field(default_factory=dict)
+    baseline_samples: Mapping[tuple[str, str], Sequence[float]] = field(default_factory=dict)
+    """(test, name) of a latency -> the samples its baseline entry stores."""
     history_note: str | None = None
     verdicts_note: str | None = None
     threshold: float | None = None
@@ -335,7 +337,9 @@ def _comparisons(data: ReportInput, draw: bool) -> str:
     )
 
 
-def _boxes_of(records: Sequence[Record]) -> list[charts.Box]:
+def _boxes_of(
+    records: Sequence[Record], baselines: Mapping[tuple[str, str], Sequence[float]]
+) -> list[charts.Box]:
     boxes: list[charts.Box] = []
     for r in records:
         if isinstance(r, Comparison):
@@ -343,6 +347,9 @@ def _boxes_of(records: Sequence[Record]) -> list[charts.Box]:
             boxes.append(charts.Box(f"{r.name} candidate", r.candidate.samples, 2))
         elif isinstance(r, LatencyResult) and not _is_sweep(r):
             boxes.append(charts.Box(f"{r.name} ({r.api})", r.samples, 0))
+            stored = baselines.get((r.test, r.name))
+            if stored:
+                boxes.append(charts.Box(f"{r.name} baseline", tuple(stored), charts.BASELINE_GROUP))
     return boxes
 
 
@@ -377,7 +384,7 @@ def _distributions(data: ReportInput, draw: bool) -> str:
         rows = _latency_rows(records)
         if not rows:
             continue
-        boxes = _boxes_of(records)
+        boxes = _boxes_of(records, data.baseline_samples)
         shown = boxes[:MAX_BOXES]
         more = (
             f'<p class="note">chart: first {MAX_BOXES} of {len(boxes)} sample sets</p>'

@@ -57,6 +57,9 @@ class RunResults:
     profiles: Mapping[tuple[str, str], Sequence[Mapping[str, Any]]] = field(default_factory=dict)
     store: str | None = None
     threshold: float | None = None
+    baseline_samples: Mapping[tuple[str, str], Sequence[float]] = field(default_factory=dict)
+    """(test, name) of a latency -> the samples its baseline entry stores (the report
+    draws them beside this run's)."""
 
 
 def _why(exc: Exception) -> str:
@@ -102,6 +105,7 @@ def report_input_from_run(results: RunResults) -> ReportInput:
         history=history,
         history_note=note,
         threshold=results.threshold,
+        baseline_samples=dict(results.baseline_samples),
     )
 
 
