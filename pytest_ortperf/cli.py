@@ -23,7 +23,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from pytest_ortperf.reports.terminal import WIDTH, format_table
+from pytest_ortperf.reports.terminal import ELLIPSIS, WIDTH, format_table, shorten_left
 from pytest_ortperf.results import Outcome, Verdict
 from pytest_ortperf.units import (
     escape_control,
@@ -113,9 +113,6 @@ def terminal_width() -> int:
     return max(MIN_WIDTH, shutil.get_terminal_size((WIDTH, 24)).columns)
 
 
-ELLIPSIS = "..."
-
-
 def _shared_head(ids: Sequence[str]) -> int:
     """Length of the longest prefix all ``ids`` share that ends at a ``/`` or ``::`` and
     leaves each of them something."""
@@ -144,7 +141,7 @@ def shorten_ids(ids: Sequence[str], budget: int) -> list[str]:
     head = _shared_head(ids) if len(set(ids)) > 1 else 0
     if head > len(ELLIPSIS):
         ids = [ELLIPSIS + i[head:] for i in ids]
-    ends = [i if len(i) <= budget else ELLIPSIS + i[len(i) - budget + len(ELLIPSIS) :] for i in ids]
+    ends = [shorten_left(i, budget) for i in ids]
     seen: dict[str, set[str]] = {}
     for full, end in zip(ids, ends, strict=True):
         seen.setdefault(end, set()).add(full)

@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from pytest_ortperf.gating.settings import GateSettings
+from pytest_ortperf.gating.fingerprint import check_allowed
+from pytest_ortperf.gating.settings import LATENCY_MODES, GateSettings
 from pytest_ortperf.measure import EngineConfig
 from pytest_ortperf.reports.writer import JSON_FORMATS, ReportFiles
 from pytest_ortperf.units import did_you_mean, parse_fraction, threshold_problem
@@ -189,8 +190,6 @@ def _alpha(value: Any, what: str) -> float:
 
 def _latency_mode(value: Any, what: str) -> str:
     """``normalized`` or ``absolute``."""
-    from pytest_ortperf.gating.settings import LATENCY_MODES
-
     mode = str(value).strip().lower()
     if mode not in LATENCY_MODES:
         raise pytest.UsageError(f"{what} must be one of {', '.join(LATENCY_MODES)}, got {value!r}")
@@ -199,8 +198,6 @@ def _latency_mode(value: Any, what: str) -> str:
 
 def _fingerprint_keys(value: Any, what: str) -> tuple[str, ...]:
     """Fingerprint key names that may differ from a baseline's."""
-    from pytest_ortperf.gating.fingerprint import check_allowed
-
     names = [value] if isinstance(value, str) else list(value or ())
     try:
         return tuple(check_allowed(names))

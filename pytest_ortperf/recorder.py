@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -101,6 +102,18 @@ def merge_runs(parts: Sequence[R]) -> R:
         )  # fmt: skip
         return merged  # type: ignore[return-value]
     return _merge_latency([p for p in parts if isinstance(p, LatencyResult)])  # type: ignore[return-value]
+
+
+@functools.cache
+def control_workload(threads: int, spinning: bool) -> tuple[Call, OrtSession]:
+    """The control workload's call and session, with a target's threads and spinning (so
+    machine load hits both alike); built once per process for each such pair."""
+    from pytest_ortperf.feeds import input_specs, make_feeds
+    from pytest_ortperf.models import control
+
+    session = OrtSession.create(control(), threads=threads, spinning=spinning, name=CONTROL_NAME)
+    feeds = make_feeds(input_specs(session.sess))
+    return make_call(session, feeds, "iobinding")[0], session
 
 
 class OutputMismatch(AssertionError):
@@ -215,7 +228,6 @@ class Recorder:
         self.latency_mode = latency_mode
         """``normalized`` (a latency is measured interleaved with the control workload) or
         ``absolute``."""
-        self._controls: dict[tuple[int, bool], tuple[Call, OrtSession]] = {}
         self.records: list[Record] = []
         self.failures: list[str] = []
         """Gate failures of this test, raised together once the test body has run (so a
@@ -322,7 +334,10 @@ class Recorder:
             if not self.measured:
                 samples = smoke(timed, engine.clock)
             elif normalized:
-                control_call, control_session = self._control(timed_session)
+                settings = timed_session.settings
+                control_call, control_session = control_workload(
+                    settings.threads, settings.spinning
+                )
                 samples = engine.measure(
                     timed, watch_cpu=watch, control=control_call, should_stop=stop
                 )
@@ -341,22 +356,6 @@ class Recorder:
         self._record(result, gated=True, verdicts=decision.verdicts)
         self._enforce(name, decision)
         return result
-
-    def _control(self, session: OrtSession) -> tuple[Call, OrtSession]:
-        """The control workload's call, with the target's threads and spinning (so machine
-        load hits both alike), built once per recorder."""
-        key = (session.settings.threads, session.settings.spinning)
-        if key not in self._controls:
-            from pytest_ortperf.feeds import input_specs, make_feeds
-            from pytest_ortperf.models import control
-
-            control_session = OrtSession.create(
-                control(), threads=key[0], spinning=key[1], name=CONTROL_NAME
-            )
-            feeds = make_feeds(input_specs(control_session.sess))
-            self._controls[key] = (make_call(control_session, feeds, "iobinding")[0],
-                                   control_session)  # fmt: skip
-        return self._controls[key]
 
     def _result(
         self, name: str, api: str, samples: Samples, session: OrtSession, histogram: bool = False
@@ -404,7 +403,8 @@ class Recorder:
         """Candidate vs reference, measured interleaved; outputs checked first.
 
         The ratio is candidate/reference per call (below 1: the candidate is faster), the
-        median of the paired block ratios with its distribution-free interval.
+        Hodges-Lehmann estimate of the paired block ratios with its distribution-free
+        interval at ``confidence``.
         """
         __tracebackhide__ = hide_rejected
         label = name or f"{candidate.label} vs {reference.label}"
@@ -577,17 +577,7 @@ class Recorder:
         rows = []
         for key, samples in zip(keys, all_samples, strict=True):
             _, api, session = calls[key]
-            result = LatencyResult(
-                test=self.test,
-                name=f"{name}:{key}",
-                api=api,
-                samples=samples.values,
-                calls_per_block=samples.calls_per_block,
-                measured=self.measured,
-                session=session.info(),
-                preempted=samples.preempted,
-                preempted_kept=samples.preempted_kept,
-            )
+            result = self._result(f"{name}:{key}", api, samples, session)
             self._record(result)
             rows.append({"variant": key, "api": api, **result.summary.to_dict()})
         frame = pd.DataFrame(rows).sort_values("median", ignore_index=True)

@@ -38,7 +38,7 @@ INDENT = 4
 ELLIPSIS = "..."
 
 
-def _shorten(text: str, width: int) -> str:
+def shorten_left(text: str, width: int) -> str:
     """``text`` cut from the left to ``width``, an ellipsis first: a test id keeps its
     distinguishing end (``...test_resnet[cpu]::latency``)."""
     if len(text) <= width:
@@ -76,7 +76,7 @@ def _render(
     for row in rows:
         cells = []
         for cell, size in zip(row, widths, strict=True):
-            cell = _shorten(cell, size)
+            cell = shorten_left(cell, size)
             cells.append(cell.rjust(size) if _numeric(cell) else cell.ljust(size))
         lines.append("  ".join(cells).rstrip())
     lines.insert(1, "  ".join("-" * size for size in widths))
@@ -109,7 +109,7 @@ def _stacked(header: Sequence[str], rows: Sequence[Sequence[str]], width: int) -
     cells on the next line, indented: for terminals too narrow for an id beside them."""
     pad = " " * INDENT
     rest = _fit(header[1:], [r[1:] for r in rows], width - INDENT, stack=False)
-    ids = [_shorten(cell, width) for cell in (header[0], *(r[0] for r in rows))]
+    ids = [shorten_left(cell, width) for cell in (header[0], *(r[0] for r in rows))]
     rule = "-" * min(width, max(*(len(i) for i in ids), INDENT + len(rest[1])))
     lines = [ids[0], (pad + rest[0]).rstrip(), rule]
     for cell, line in zip(ids[1:], rest[2:], strict=True):
