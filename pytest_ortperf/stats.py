@@ -1,5 +1,6 @@
 """Pure statistics: summaries of timing samples, distribution-free intervals and the rank
-tests (Wilcoxon signed-rank, Mann-Whitney) with their Hodges-Lehmann estimates.
+test (Wilcoxon signed-rank) with its Hodges-Lehmann estimate, Student's t, and the
+summary of one run's values the gate works on.
 
 Everything here takes plain sequences of floats and returns plain values, so it can be
 tested with injected samples and reused by the gate, the store and the reports.
@@ -72,35 +73,6 @@ def summarize(samples: Sequence[float]) -> Summary:
         p99=quantile(ordered, 0.99),
         iqr=quantile(ordered, 0.75) - quantile(ordered, 0.25),
     )
-
-
-def _binom_cdf(k: int, n: int) -> float:
-    """P(X <= k) for X ~ Binomial(n, 1/2)."""
-    if k < 0:
-        return 0.0
-    return math.fsum(math.comb(n, i) for i in range(min(k, n) + 1)) / 2.0**n
-
-
-def median_ci(values: Sequence[float], confidence: float = 0.95) -> tuple[float, float]:
-    """Distribution-free confidence interval of the median (binomial order statistics).
-
-    Returns the widest interval ``(min, max)`` when there are too few values to reach the
-    requested confidence.
-    """
-    if len(values) == 0:
-        raise ValueError("median_ci of an empty sequence")
-    if not 0.0 < confidence < 1.0:
-        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
-    ordered = sorted(float(x) for x in values)
-    n = len(ordered)
-    alpha = 1.0 - confidence
-    # Largest k with P(X <= k - 1) <= alpha / 2: the interval is [x_(k), x_(n-k+1)] (1-based).
-    k = 0
-    while k + 1 <= n // 2 and _binom_cdf(k, n) <= alpha / 2:
-        k += 1
-    if k == 0:
-        return ordered[0], ordered[-1]
-    return ordered[k - 1], ordered[n - k]
 
 
 def ratio_of_blocks(reference: Sequence[float], candidate: Sequence[float]) -> list[float]:
@@ -256,36 +228,6 @@ def signed_rank_shift(d: Sequence[float] | FloatArray, alpha: float) -> Shift:
         c = math.floor(mean - 0.5 - z * sd) + 1
     low, high = _bounds(walsh, c)
     return Shift(estimate, low, high, min(p_greater, 1.0), min(p_less, 1.0), n_all)
-
-
-def rank_sum_shift(
-    x: Sequence[float] | FloatArray, y: Sequence[float] | FloatArray, alpha: float
-) -> Shift:
-    """Hodges-Lehmann shift of ``x`` over ``y``, its interval and one-sided Mann-Whitney
-    p-values (normal approximation, tie and continuity corrected)."""
-    a = np.asarray(x, dtype=np.float64)
-    b = np.asarray(y, dtype=np.float64)
-    n, m = a.size, b.size
-    if n == 0 or m == 0:
-        raise ValueError("both samples need at least one value")
-    diffs = np.sort((a[:, None] - b[None, :]).ravel())
-    estimate = float(np.median(diffs))
-    total = n * m
-    u = float(np.count_nonzero(diffs > 0)) + 0.5 * float(np.count_nonzero(diffs == 0))
-    big_n = n + m
-    _, tie_term = _midranks(np.concatenate((a, b)))
-    var = total / 12.0 * ((big_n + 1) - tie_term / (big_n * (big_n - 1)))
-    sd = math.sqrt(max(var, 0.0))
-    if sd == 0:
-        p_greater = p_less = 1.0
-    else:
-        p_greater = _upper_tail((u - total / 2.0 - 0.5) / sd)
-        p_less = _upper_tail((total / 2.0 - u - 0.5) / sd)
-    z = _NORMAL.inv_cdf(1.0 - alpha)
-    sd0 = math.sqrt(total * (big_n + 1) / 12.0)
-    c = math.floor(total / 2.0 - 0.5 - z * sd0) + 1
-    low, high = _bounds(diffs, c)
-    return Shift(estimate, low, high, min(p_greater, 1.0), min(p_less, 1.0), n)
 
 
 def min_attainable_p(n: int) -> float:

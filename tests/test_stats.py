@@ -4,10 +4,8 @@ import numpy as np
 import pytest
 
 from pytest_ortperf.stats import (
-    median_ci,
     paired_ratio,
     quantile,
-    rank_sum_shift,
     ratio_of_blocks,
     signed_rank_shift,
     summarize,
@@ -44,20 +42,6 @@ def test_quantile_bounds():
         quantile([1.0], 1.5)
 
 
-def test_median_ci_coverage_is_at_least_nominal():
-    rng = np.random.default_rng(7)
-    covered = 0
-    trials = 2000
-    for _ in range(trials):
-        lo, hi = median_ci(rng.normal(0.0, 1.0, 25), 0.95)
-        covered += lo <= 0.0 <= hi
-    assert covered / trials >= 0.94
-
-
-def test_median_ci_small_samples_fall_back_to_range():
-    assert median_ci([3.0, 1.0, 2.0]) == (1.0, 3.0)
-
-
 def test_paired_ratio():
     ratios = ratio_of_blocks([1.0, 2.0, 4.0, 1.0, 1.0, 2.0], [1.1, 2.2, 4.4, 1.1, 1.1, 2.2])
     est = paired_ratio(ratios)
@@ -85,16 +69,6 @@ def test_signed_rank_matches_scipy() -> None:
     assert signed_rank_shift(tied, 0.01).p_greater == pytest.approx(ref.pvalue)
 
 
-def test_rank_sum_matches_scipy() -> None:
-    stats = pytest.importorskip("scipy.stats")
-    rng = np.random.default_rng(8)
-    x = rng.normal(0.01, 0.02, 30)
-    y = np.round(rng.normal(0.0, 0.02, 35), 2)
-    ours = rank_sum_shift(x, y, 0.01)
-    assert ours.p_greater == pytest.approx(stats.mannwhitneyu(x, y, alternative="greater").pvalue)
-    assert ours.p_less == pytest.approx(stats.mannwhitneyu(x, y, alternative="less").pvalue)
-
-
 def test_intervals_cover_the_true_shift() -> None:
     rng = np.random.default_rng(9)
     trials = 400
@@ -102,13 +76,5 @@ def test_intervals_cover_the_true_shift() -> None:
         s.low <= 0.02 <= s.high
         for s in (signed_rank_shift(rng.normal(0.02, 0.01, 25), 0.01) for _ in range(trials))
     )
-    twosample = sum(
-        s.low <= 0.02 <= s.high
-        for s in (
-            rank_sum_shift(rng.normal(0.02, 0.01, 30), rng.normal(0, 0.01, 40), 0.01)
-            for _ in range(trials)
-        )
-    )
     # nominal 98% (two-sided 1 - 2 * alpha)
     assert paired / trials >= 0.96
-    assert twosample / trials >= 0.96

@@ -87,10 +87,6 @@ class Decision(Generic[R]):
     verdicts: list[Verdict]
     first: list[Verdict] | None = None
 
-    @property
-    def confirmed(self) -> bool:
-        return self.first is not None
-
 
 def _load_average() -> float | None:
     """The one-minute load average (None where the platform has none)."""
