@@ -328,19 +328,43 @@ def _git(rootdir: Path, *args: str) -> str | None:
     return proc.stdout.strip()
 
 
-def git_info(rootdir: Path | str) -> dict[str, Any]:
+CI_BRANCH_VARIABLES = (
+    "GITHUB_HEAD_REF",  # GitHub Actions, a pull request's source branch
+    "GITHUB_REF_NAME",  # GitHub Actions, a push
+    "CI_COMMIT_BRANCH",  # GitLab CI, a branch pipeline
+    "CI_MERGE_REQUEST_SOURCE_BRANCH_NAME",  # GitLab CI, a merge request pipeline
+    "BUILDKITE_BRANCH",
+    "CIRCLE_BRANCH",
+    "BRANCH_NAME",  # Jenkins multibranch
+)
+"""Where CI systems name the branch when they check out a detached commit, first set wins."""
+
+
+def _ci_branch(environ: Mapping[str, str]) -> str | None:
+    for name in CI_BRANCH_VARIABLES:
+        value = environ.get(name, "").strip()
+        if value and not (name == "GITHUB_REF_NAME" and value.endswith("/merge")):
+            return value
+    return None
+
+
+def git_info(rootdir: Path | str, environ: Mapping[str, str] | None = None) -> dict[str, Any]:
     """``commit``, ``branch`` and ``dirty`` of the git checkout at rootdir (None when unknown).
 
-    Never raises: outside a repository or without git every value is None.
+    On a detached HEAD (how most CI systems check out) the branch is the one the CI system
+    names (:data:`CI_BRANCH_VARIABLES` of ``environ``, default ``os.environ``). Never
+    raises: outside a repository or without git every value is None.
     """
     root = Path(rootdir)
     commit = _git(root, "rev-parse", "HEAD")
     if not commit:
         return {"commit": None, "branch": None, "dirty": None}
     branch = _git(root, "rev-parse", "--abbrev-ref", "HEAD")
+    if branch in (None, "", "HEAD"):
+        branch = _ci_branch(os.environ if environ is None else environ)
     status = _git(root, "status", "--porcelain", "--untracked-files=no")
     return {
         "commit": commit,
-        "branch": None if branch in (None, "", "HEAD") else branch,
+        "branch": branch,
         "dirty": None if status is None else bool(status),
     }

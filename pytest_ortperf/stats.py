@@ -434,3 +434,19 @@ def run_estimate(values: Sequence[float] | FloatArray) -> RunEstimate:
     else:
         se = math.inf
     return RunEstimate(shift.estimate, se, lag1_autocorrelation(x), int(x.size))
+
+
+Z95 = 1.959963984540054
+"""The two-sided 95% quantile of the standard normal distribution."""
+
+
+def wilson_interval(k: int, n: int, z: float = Z95) -> tuple[float, float]:
+    """The Wilson score interval of a proportion ``k / n`` (95% by default); (nan, nan)
+    when ``n`` is 0. The benchmarks report their rates (false alarms, detections) with it."""
+    if n <= 0:
+        return math.nan, math.nan
+    p = k / n
+    denom = 1.0 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return max(0.0, centre - half), min(1.0, centre + half)

@@ -4,7 +4,12 @@ SQLAlchemy Core only, so the default SQLite file and a PostgreSQL URL share the 
 transaction per run; SQLite runs in WAL mode with a busy timeout and ``BEGIN IMMEDIATE`` so
 that concurrent writers (parallel CI jobs, several pytest processes) queue instead of failing.
 
-Schema versions start at 1; ``MIGRATIONS[n]`` upgrades a store from version n to n + 1.
+Schema versions start at 1; ``MIGRATIONS[n]`` upgrades a store from version n to n + 1, on
+SQLite and PostgreSQL alike (``tests/data/store_schema_v1.*.sql`` keep version 1 as it was
+written, and the tests migrate stores made from them). Version 2 added ``runs.uid`` (a run
+id made when the run starts: a run written twice, by a retry or ``ortperf sync`` of a
+spooled run, is stored once), an index of machine classes and the view
+:data:`MEASUREMENTS_VIEW` for dashboards.
 """
 
 from __future__ import annotations
@@ -36,9 +41,10 @@ from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.pool import NullPool
 
 from pytest_ortperf.results import (
+    RECORD_TYPES,
+    ColdStartResult,
     Comparison,
     LatencyResult,
-    MemoryResult,
     Record,
     record_from_dict,
 )
@@ -53,8 +59,11 @@ STORE_ENV = "ORTPERF_STORE"
 DEFAULT_STORE = ".ortperf/results.sqlite"
 """Store used when none is configured, relative to the rootdir (or the current directory)."""
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 BUSY_TIMEOUT_MS = 30_000
+CONNECT_TIMEOUT_S = 10
+"""How long a database server may take to accept a connection before the store counts as
+unreachable (the run is spooled: :mod:`pytest_ortperf.spool`)."""
 
 StorePath = str | os.PathLike[str]
 
@@ -237,6 +246,7 @@ environments = sa.Table(
     sa.Column("cores", sa.Integer),
     sa.Column("memory", sa.BigInteger),
     sa.Column("extra", sa.JSON),
+    sa.Index("ix_environments_fingerprint", "fingerprint"),
 )
 
 runs = sa.Table(
@@ -251,7 +261,9 @@ runs = sa.Table(
     sa.Column("command_line", sa.Text),
     sa.Column("environment_id", sa.Integer, sa.ForeignKey("environments.id")),
     sa.Column("extra", sa.JSON),
+    sa.Column("uid", sa.String(36)),
     sa.Index("ix_runs_started", "started"),
+    sa.Index("ux_runs_uid", "uid", unique=True),
 )
 
 measurements = sa.Table(
@@ -304,8 +316,42 @@ INTERRUPTED = "interrupted"
 """Key of ``runs.extra`` (true: the run was stopped before all its tests ran, e.g. by
 Ctrl-C) and column of :func:`list_runs` and :func:`read_results`."""
 
+MEASUREMENTS_VIEW = "ortperf_measurements"
+"""A view for dashboards (Grafana, Metabase, plain SQL): one row per stored measurement with
+its run, commit, branch and machine class. Columns: ``measurement_id``, ``run_id``,
+``run_uid``, ``started`` (epoch seconds), ``commit``, ``branch``, ``machine_class`` (the
+hardware hash of ``env.machine_fingerprint``), ``cpu_model``, ``cores``, ``ort_version``,
+``test``, ``name``, ``kind``, ``api``, ``measured``, ``median`` (seconds per call of a
+latency, of the candidate of a comparison), ``p90``, ``p99``, ``ratio``, ``low``,
+``high`` (a comparison's ratio candidate/reference and its interval)."""
+
+_VIEW_SQL = f"""CREATE VIEW {MEASUREMENTS_VIEW} AS
+SELECT m.id AS measurement_id, r.id AS run_id, r.uid AS run_uid, r.started AS started,
+       r."commit" AS "commit", r.branch AS branch, e.fingerprint AS machine_class,
+       e.cpu_model AS cpu_model, e.cores AS cores, e.ort_version AS ort_version,
+       m.test AS test, m.name AS name, m.kind AS kind, m.api AS api, m.measured AS measured,
+       m.median AS median, m.p90 AS p90, m.p99 AS p99,
+       m.ratio AS ratio, m.low AS low, m.high AS high
+FROM measurements m
+JOIN runs r ON m.run_id = r.id
+LEFT JOIN environments e ON r.environment_id = e.id"""
+
+
+def _create_view(conn: Connection) -> None:
+    conn.exec_driver_sql(_VIEW_SQL)
+
+
+def _v1_to_v2(conn: Connection) -> None:
+    """Version 2: ``runs.uid`` (unique), the machine-class index, the dashboards' view."""
+    conn.exec_driver_sql("ALTER TABLE runs ADD COLUMN uid VARCHAR(36)")
+    for index in (*runs.indexes, *environments.indexes):
+        if index.name in ("ux_runs_uid", "ix_environments_fingerprint"):
+            index.create(conn)
+    _create_view(conn)
+
+
 Migration = Callable[[Connection], None]
-MIGRATIONS: dict[int, Migration] = {}
+MIGRATIONS: dict[int, Migration] = {1: _v1_to_v2}
 """``MIGRATIONS[n]`` upgrades a version-n store to version n + 1 inside the open transaction."""
 
 
@@ -353,6 +399,11 @@ def _sqlite_file(url: sa.URL) -> Path | None:
 def _label(url: sa.URL) -> str:
     path = _sqlite_file(url)
     return str(path) if path is not None else redact_url(url.render_as_string(hide_password=True))
+
+
+def store_label(store: StorePath) -> str:
+    """The store as messages name it: an SQLite file's path, a URL without its password."""
+    return _label(_url(store))
 
 
 LOW_DISK_BYTES = 1 << 20
@@ -482,8 +533,11 @@ def _check_sqlite_file(path: Path, label: str) -> None:
 
 
 def _engine(url: sa.URL, *, write: bool) -> Engine:
+    if url.get_backend_name() == "postgresql":
+        connect_args = {"connect_timeout": CONNECT_TIMEOUT_S}
+        return sa.create_engine(url, poolclass=NullPool, connect_args=connect_args)
     if url.get_backend_name() != "sqlite":
-        return sa.create_engine(url)
+        return sa.create_engine(url, poolclass=NullPool)
     engine = sa.create_engine(url, poolclass=NullPool)
 
     @event.listens_for(engine, "connect")
@@ -527,6 +581,8 @@ def _transaction(store: StorePath, *, write: bool) -> Iterator[Connection]:
     except (SQLAlchemyError, ImportError) as exc:
         raise StoreError(f"{label}: cannot open ({exc})", store=store) from None
     try:
+        if write and engine.dialect.name == "postgresql":
+            _prepare_server(engine, label)
         with engine.begin() as conn:
             _check_schema(conn, label, create=write)
             yield conn
@@ -538,8 +594,24 @@ def _transaction(store: StorePath, *, write: bool) -> Iterator[Connection]:
         engine.dispose()
 
 
+SCHEMA_LOCK = 0x6F72_7470_6572_66  # "ortperf"
+"""Key of the PostgreSQL advisory lock that writers take to create or migrate the schema."""
+
+
+def _prepare_server(engine: Engine, label: str) -> None:
+    """Create or migrate a server's schema in a short transaction of its own, one writer at
+    a time (an advisory lock): concurrent first runs against an empty database, or against
+    an older schema, must not both create or both migrate. The lock ends with this
+    transaction, so writers of runs never wait on one another's run."""
+    with engine.begin() as conn:
+        conn.execute(sa.select(sa.func.pg_advisory_xact_lock(SCHEMA_LOCK)))
+        _check_schema(conn, label, create=True)
+
+
 def _check_schema(conn: Connection, label: str, *, create: bool) -> None:
-    """Create a new store, or check the version of an existing one and migrate it."""
+    """Create a new store, or check the version of an existing one and migrate it (when
+    writing: a reader of an older store reads it as it is, every query of this module
+    reading columns that version 1 has)."""
     tables = set(sa.inspect(conn).get_table_names())
     if schema_version.name not in tables:
         # An SQLite file holds nothing else (a database server may hold other schemas'
@@ -550,6 +622,7 @@ def _check_schema(conn: Connection, label: str, *, create: bool) -> None:
         if not create:
             raise StoreError(f"{label}: empty store, no pytest-ortperf results in it")
         metadata.create_all(conn)
+        _create_view(conn)
         conn.execute(schema_version.insert(), {"version": SCHEMA_VERSION})
         return
     version = conn.execute(sa.select(sa.func.max(schema_version.c.version))).scalar()
@@ -560,7 +633,7 @@ def _check_schema(conn: Connection, label: str, *, create: bool) -> None:
             f"{label}: written by a newer pytest-ortperf: schema {version} > {SCHEMA_VERSION};"
             " upgrade pytest-ortperf to use it"
         )
-    if version < SCHEMA_VERSION:
+    if version < SCHEMA_VERSION and create:
         _migrate(conn, label, int(version))
 
 
@@ -767,6 +840,7 @@ def save_run(
     records: Sequence[Record],
     profiles: Mapping[tuple[str, str], Any] | None = None,
     interrupted: bool = False,
+    uid: str | None = None,
 ) -> int:
     """Store one run and its records in one transaction; returns the new run id.
 
@@ -776,10 +850,16 @@ def save_run(
     (:func:`redact_url`). ``interrupted`` marks a run stopped before all its tests ran
     (Ctrl-C): its results are partial, and ``latest``, ``ortperf compare``, ``ortperf
     history`` and the reports' history leave it out unless asked (``"interrupted": true``
-    in ``runs.extra``). Raises StoreError (nothing of this run stored) when the store cannot
-    be written.
+    in ``runs.extra``). ``uid`` names the run (made when it started, see
+    ``OrtperfState.uid``): a run whose uid is stored already is not stored again, and its
+    id is returned, so a retry or a sync writes each run exactly once. Raises StoreError
+    (nothing of this run stored) when the store cannot be written.
     """
     with _transaction(store, write=True) as conn:
+        if uid is not None:
+            found = _run_with_uid(conn, uid)
+            if found is not None:
+                return found
         env_id = _environment_id(conn, environment)
         run_row: dict[str, Any] = {
             "started": float(started),
@@ -790,8 +870,18 @@ def save_run(
             "command_line": redact_url(command_line, store),
             "environment_id": env_id,
             "extra": {INTERRUPTED: True} if interrupted else {},
+            "uid": uid,
         }
-        run_id = _inserted_id(conn.execute(runs.insert(), run_row))
+        try:
+            with conn.begin_nested():
+                run_id = _inserted_id(conn.execute(runs.insert(), run_row))
+        except IntegrityError:
+            # the same uid written by another process since the check above (a server
+            # without SQLite's one writer at a time): that run stands, this one is dropped
+            found = None if uid is None else _run_with_uid(conn, uid)
+            if found is None:
+                raise
+            return found
         try:
             rows = [_measurement_row(run_id, record) for record in records]
         except (AttributeError, TypeError, ValueError, KeyError) as exc:
@@ -805,6 +895,11 @@ def save_run(
                 msg = f"{_label(_url(store))}: cannot store a profile ({exc!r})"
                 raise StoreError(msg) from exc
     return run_id
+
+
+def _run_with_uid(conn: Connection, uid: str) -> int | None:
+    found = conn.execute(sa.select(runs.c.id).where(runs.c.uid == uid)).scalar()
+    return None if found is None else int(found)
 
 
 def prune(store: StorePath, keep: int) -> tuple[int, int]:
@@ -1109,6 +1204,7 @@ def list_runs(store: StorePath | None = None) -> pd.DataFrame:
             environments.c.fingerprint,
             environments.c.ort_version,
             environments.c.cpu_model,
+            environments.c.cores,
             sa.func.coalesce(count.c.measurements, 0).label("measurements"),
         )
         .select_from(
@@ -1200,7 +1296,7 @@ def read_profiles(store: StorePath | None = None, *, run_id: int | None = None) 
     return _frame(rows, keys, label)
 
 
-_STORED_KINDS = frozenset({LatencyResult.kind, Comparison.kind, MemoryResult.kind})
+_STORED_KINDS = frozenset(RECORD_TYPES)
 
 
 def _number(value: Any) -> float:
@@ -1403,10 +1499,13 @@ def run_medians(
     fingerprint: RunMatch,
     last: int = 20,
     before: int | None = None,
+    figure: str | None = None,
 ) -> list[float]:
     """The per-run medians (seconds per call) of the stored latency ``test``/``name``
     measured through ``api``, one per earlier run whose environment and session match
-    ``fingerprint``, oldest first, at most the ``last`` newest matching runs.
+    ``fingerprint``, oldest first, at most the ``last`` newest matching runs. With
+    ``figure`` (``create``, ``first_run``, ``new_shape``): the medians of that figure of the
+    stored cold start ``test``/``name`` instead (seconds per launch).
 
     ``fingerprint`` is a predicate over the mapping :func:`_run_view` describes, or a
     mapping of keys to the values they must have there (a key missing or None on either
@@ -1432,6 +1531,7 @@ def run_medians(
         environments.c.memory,
         _json_text(environments.c.providers),
         _json_text(environments.c.extra).label("env_extra"),
+        _json_text(measurements.c.extra),
     ]
     query = (
         sa.select(*columns)
@@ -1443,10 +1543,10 @@ def run_medians(
         .where(
             measurements.c.test == test,
             measurements.c.name == name,
-            measurements.c.kind == LatencyResult.kind,
+            measurements.c.kind == (LatencyResult.kind if figure is None else ColdStartResult.kind),
             measurements.c.api == api,
             measurements.c.measured.is_(True),
-            measurements.c.median.is_not(None),
+            measurements.c.median.is_not(None) if figure is None else sa.true(),
         )
         .order_by(runs.c.started.desc(), runs.c.id.desc(), measurements.c.id.desc())
     )
@@ -1471,10 +1571,18 @@ def run_medians(
             continue
         where = _where(run_id, row["measurement_id"])
         session = _json_value(row["session"], label, where, "session")
+        median = row["median"]
+        if figure is not None:  # a cold start keeps its session and figures in extra
+            extra = _json_value(row["extra"], label, where, "extra")
+            extra = extra if isinstance(extra, dict) else {}
+            session = extra.get("session")
+            median = ((extra.get("summaries") or {}).get(figure) or {}).get("median")
+            if not _seconds(median):
+                continue
         env_extra = _json_value(row["env_extra"], label, _where(run_id), "environment extra")
         providers = _json_value(row["providers"], label, _where(run_id), "providers")
         view = _run_view({**row, "providers": providers}, session, env_extra)
-        median = float(row["median"])
+        median = float(median)
         if not (math.isfinite(median) and median > 0) or not _matches(view, fingerprint):
             continue
         seen.add(run_id)
@@ -1487,3 +1595,85 @@ def run_medians(
 def history_keys(records: Sequence[Record]) -> list[HistoryKey]:
     """The history keys of records."""
     return [(r.test, r.name, r.kind, r.api) for r in records]
+
+
+# --------------------------------------------------------------------------------------------
+# History baselines
+
+
+def branch_records(
+    store: StorePath,
+    test: str,
+    name: str,
+    *,
+    kind: str,
+    branch: str,
+    machine: str,
+    last: int,
+) -> list[tuple[dict[str, Any], Record]]:
+    """The measured ``kind`` records ``test``/``name`` of the newest ``last`` complete runs
+    on git ``branch`` whose machine class (``environments.fingerprint``) is ``machine``,
+    oldest first, each with the view of its run that :func:`_run_view` describes (its
+    environment, the record's session, ``run_id``, ``started``, ``commit``, ``branch``).
+    Interrupted runs are left out and not counted; runs without the measurement are not
+    counted; a run that stored it twice counts once, with its last value. Raises
+    StoreError (a damaged row: naming it)."""
+    if last < 1:
+        return []
+    label = _label(_url(store))
+    held = (
+        measurements.join(runs, measurements.c.run_id == runs.c.id).join(
+            environments, runs.c.environment_id == environments.c.id
+        )
+    )  # fmt: skip
+    wanted = (
+        measurements.c.test == test,
+        measurements.c.name == name,
+        measurements.c.kind == kind,
+        measurements.c.measured.is_(True),
+        runs.c.branch == branch,
+        environments.c.fingerprint == machine,
+    )
+    newest = (
+        sa.select(runs.c.id, runs.c.started)
+        .distinct()
+        .select_from(held)
+        .where(*wanted)
+        .order_by(runs.c.started.desc(), runs.c.id.desc())
+    )
+    columns = [
+        *(_json_text(c) if c.key in ("session", "extra") else c for c in measurements.c),
+        runs.c.started,
+        runs.c.commit,
+        runs.c.branch,
+        *(column.label(key) for key, column in _ENV_MATCH_COLUMNS.items()),
+        environments.c.cores,
+        environments.c.memory,
+        _json_text(environments.c.providers).label("env_providers"),
+        _json_text(environments.c.extra).label("env_extra"),
+    ]
+    with _transaction(store, write=False) as conn:
+        interrupted = _interrupted_ids(conn, label)
+        if interrupted:
+            newest = newest.where(runs.c.id.not_in(sorted(interrupted)))
+        ids = [int(row[0]) for row in conn.execute(newest.limit(last))]
+        if not ids:
+            return []
+        query = (
+            sa.select(*columns)
+            .select_from(held)
+            .where(*wanted, runs.c.id.in_(ids))
+            .order_by(runs.c.started, runs.c.id, measurements.c.id)
+        )
+        rows = conn.execute(query).mappings().all()
+    last_of_run = {int(row["run_id"]): row for row in rows}  # a run's last row wins
+    found: list[tuple[dict[str, Any], Record]] = []
+    for run_id, row in last_of_run.items():
+        where = _where(run_id)
+        record = _record(row, label)
+        session = _json_value(row["session"], label, _where(run_id, row["id"]), "session")
+        env_extra = _json_value(row["env_extra"], label, where, "environment extra")
+        providers = _json_value(row["env_providers"], label, where, "providers")
+        view = _run_view({**row, "run_id": run_id, "providers": providers}, session, env_extra)
+        found.append((view, record))
+    return found

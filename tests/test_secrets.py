@@ -1,7 +1,7 @@
 """Credentials of a store URL never show and are never stored (issue 11, item 1).
 
-Unit tests of ``store.redact_url``, then real runs against a throwaway PostgreSQL server on
-loopback (Debian's ``postgresql`` package and psycopg 3; skipped when either is missing,
+Unit tests of ``store.redact_url``, then real runs against the suite's PostgreSQL server
+(the ``postgres`` fixture of tests/conftest.py: skipped without ``$ORTPERF_TEST_POSTGRES``,
 failed instead when ``$CI`` is set): the password must be in none of the terminal output,
 the JSON, the HTML report, the Markdown summaries, ``ortperf`` output and the stored rows.
 """
@@ -10,34 +10,16 @@ from __future__ import annotations
 
 import html
 import json
-import os
-import pwd
-import shutil
-import signal
-import socket
 import sqlite3
-import subprocess
-import tempfile
-import time
-import uuid
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NoReturn
-from urllib.parse import quote
 
 import pytest
 from ortperf_store_factories import ENV, GIT, latency
+from pg_server import URL_ENV, Postgres, free_port
 
 from pytest_ortperf import store
 from pytest_ortperf.cli import main as ortperf_cli
 from pytest_ortperf.store import StoreError, read_results, redact_url, save_run
-
-try:  # imported once here: pytester's in-process runs drop what an inner run imported
-    import psycopg
-    import sqlalchemy.dialects.postgresql.psycopg  # noqa: F401
-except ImportError:
-    psycopg = None  # type: ignore[assignment]
 
 # ------------------------------------------------------------------------------ redact_url
 
@@ -175,194 +157,18 @@ def test_the_stored_command_line_is_masked(tmp_path: Path) -> None:
 
 # ------------------------------------------------------------------------------ PostgreSQL
 
-USER = "ortperf"
-PASSWORD = "s3cr3t-Pw@42"
-"""The server's password; its ``@`` is percent-encoded in URLs (``s3cr3t-Pw%4042``)."""
 WRONG = "wr0ng-s3cr3t"
 NEEDLE = "s3cr3t"
-"""In every spelling of both passwords (plain, percent-encoded, quoted)."""
+"""In every spelling of the server's password (``pg_server.PASSWORD``) and of ``WRONG``."""
 
 
-def _missing(what: str) -> NoReturn:
-    if os.environ.get("CI"):
-        pytest.fail(f"{what}; $CI is set: the PostgreSQL test must run here", pytrace=False)
-    pytest.skip(what)
-
-
-def _version(name: str) -> int:
-    return int(name) if name.isdigit() else 0
-
-
-def _bindir() -> Path | None:
-    """The directory of initdb and pg_ctl: on PATH, else Debian's newest version."""
-    found = shutil.which("pg_ctl")
-    candidates = [Path(found).parent] if found else []
-    versions = Path("/usr/lib/postgresql").glob("*/bin")
-    candidates += sorted(versions, key=lambda p: _version(p.parent.name), reverse=True)
-    for path in candidates:
-        if (path / "initdb").is_file() and (path / "pg_ctl").is_file():
-            return path
-    return None
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-@dataclass(frozen=True)
-class Postgres:
-    """A running throwaway server: ``USER`` with ``PASSWORD`` on 127.0.0.1:``port``."""
-
-    port: int
-
-    def connect(self, dbname: str = "postgres") -> Any:
-        assert psycopg is not None
-        return psycopg.connect(
-            host="127.0.0.1", port=self.port, user=USER, password=PASSWORD, dbname=dbname
-        )
-
-    def new_database(self) -> str:
-        name = f"perf_{uuid.uuid4().hex[:12]}"
-        with self.connect() as conn:
-            conn.autocommit = True
-            conn.execute(f'CREATE DATABASE "{name}"')
-        return name
-
-    def url(
-        self, dbname: str, *, password: str = PASSWORD, query: bool = False, masked: bool = False
-    ) -> str:
-        """A SQLAlchemy URL with the password in the user info, or with ``query`` in
-        ``?password=`` (percent-encoded either way); ``masked``: as it may be shown."""
-        base = f"postgresql+psycopg://{USER}"
-        secret = "***" if masked else quote(password, safe="")
-        if query:
-            return f"{base}@127.0.0.1:{self.port}/{dbname}?password={secret}"
-        return f"{base}:{secret}@127.0.0.1:{self.port}/{dbname}"
-
-    def rows(self, dbname: str) -> list[str]:
-        """Every row of every table of ``dbname``, as text (all its columns)."""
-        assert psycopg is not None
-        from psycopg import sql
-
-        with self.connect(dbname) as conn:
-            tables = [
-                name
-                for (name,) in conn.execute(
-                    "SELECT table_name FROM information_schema.tables WHERE table_schema = 'public'"
-                )
-            ]
-            assert {"runs", "measurements", "environments"} <= set(tables)
-            query = "SELECT t::text FROM {} AS t"
-            return [
-                row
-                for table in tables
-                for (row,) in conn.execute(sql.SQL(query).format(sql.Identifier(table)))
-            ]
-
-
-@pytest.fixture(scope="session")
-def postgres() -> Iterator[Postgres]:
-    """A PostgreSQL server of the distribution's packages with its data in a temp dir,
-    password auth (scram-sha-256) on 127.0.0.1 only (no unix socket); stopped and removed
-    at the end, whatever happens. initdb and postgres refuse root: as root they run as the
-    ``postgres`` user."""
-    if psycopg is None:
-        _missing('psycopg 3 is not installed (pip install -e ".[postgres]")')
-    bindir = _bindir()
-    if bindir is None:
-        _missing(
-            "PostgreSQL server binaries (initdb, pg_ctl) not found: apt-get install postgresql"
-        )
-    as_user: list[str] = []
-    owner = None
-    if os.geteuid() == 0:
-        runuser = shutil.which("runuser")
-        try:
-            owner = pwd.getpwnam("postgres")
-        except KeyError:
-            owner = None
-        if runuser is None or owner is None:
-            _missing("running as root without runuser or a 'postgres' user to run the server")
-        as_user = [runuser, "-u", "postgres", "--"]
-    # as root, in /tmp: the postgres user cannot enter root's private temp dirs
-    top = Path(tempfile.mkdtemp(prefix="ortperf-pg-", dir="/tmp" if as_user else None))
-    data = top / "data"
-    started = False
-
-    def run(*args: str | Path) -> None:
-        proc = subprocess.run(
-            [*as_user, *map(str, args)], cwd=top, capture_output=True, text=True, timeout=60
-        )
-        if proc.returncode != 0:
-            log = top / "server.log"
-            tail = log.read_text(errors="replace")[-2000:] if log.is_file() else ""
-            pytest.fail(f"{args[0]} failed: {proc.stdout}{proc.stderr}{tail}", pytrace=False)
-
-    try:
-        if owner is not None:
-            os.chown(top, owner.pw_uid, owner.pw_gid)
-        pwfile = top / "pwfile"
-        pwfile.write_text(PASSWORD + "\n")
-        pwfile.chmod(0o600)
-        if owner is not None:
-            os.chown(pwfile, owner.pw_uid, owner.pw_gid)
-        run(
-            bindir / "initdb",
-            "-D",
-            data,
-            "-U",
-            USER,
-            "--auth=scram-sha-256",
-            f"--pwfile={pwfile}",
-            "-E",
-            "UTF8",
-            "--locale=C",
-            "-N",
-        )
-        pwfile.unlink()
-        port = _free_port()
-        options = (
-            f"-c listen_addresses=127.0.0.1 -p {port} -k '' -c fsync=off"
-            " -c synchronous_commit=off -c full_page_writes=off"
-        )
-        started = True
-        run(
-            bindir / "pg_ctl",
-            "-D",
-            data,
-            "-l",
-            top / "server.log",
-            "-o",
-            options,
-            "-w",
-            "-t",
-            "30",
-            "start",
-        )
-        yield Postgres(port)
-    finally:
-        if started:
-            _stop(as_user, bindir, data)
-        shutil.rmtree(top, ignore_errors=True)
-
-
-def _stop(as_user: list[str], bindir: Path, data: Path) -> None:
-    """``pg_ctl stop -m fast``; the postmaster we started is killed if that fails."""
-    pidfile = data / "postmaster.pid"
-    if not pidfile.is_file():
-        return
-    stop = [*as_user, str(bindir / "pg_ctl"), "-D", str(data), "-m", "fast", "-w", "stop"]
-    try:
-        subprocess.run(stop, cwd=data.parent, capture_output=True, timeout=30, check=True)
-    except (subprocess.SubprocessError, OSError):
-        try:
-            os.kill(int(pidfile.read_text().split()[0]), signal.SIGQUIT)
-            time.sleep(0.5)
-        except (OSError, ValueError, IndexError):
-            pass
+@pytest.fixture
+def server(postgres: Postgres) -> Postgres:
+    """The suite's server, whose password must hold ``NEEDLE`` for the search to mean
+    anything (``tests/pg_server.py`` starts servers with such a password)."""
+    if NEEDLE not in postgres.password:
+        pytest.skip(f"the password of ${URL_ENV} has no {NEEDLE!r} to look for")
+    return postgres
 
 
 SUITE = """
@@ -430,11 +236,12 @@ def _measured_run(
 )
 def test_a_stored_run_never_shows_the_password(
     form: str,
-    postgres: Postgres,
+    server: Postgres,
     pytester: pytest.Pytester,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
+    postgres = server
     dbname = postgres.new_database()
     url = postgres.url(dbname, query="?password=" in form)
     shown = postgres.url(dbname, query="?password=" in form, masked=True)
@@ -486,13 +293,14 @@ def test_a_stored_run_never_shows_the_password(
 )
 def test_a_failing_store_never_shows_the_password(
     case: str,
-    postgres: Postgres,
+    server: Postgres,
     pytester: pytest.Pytester,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     monkeypatch.delenv(store.STORE_ENV, raising=False)
-    server = Postgres(_free_port()) if "unreachable" in case else postgres
+    if "unreachable" in case:
+        server = Postgres(free_port())
     url, shown = (
         server.url("postgres", password=WRONG, query="?" in case, masked=masked)
         for masked in (False, True)
@@ -504,6 +312,10 @@ def test_a_failing_store_never_shows_the_password(
     )
     expected = "password authentication failed" if "wrong" in case else "Connection refused"
     assert expected in files["terminal output"]
+    (spooled,) = (pytester.path / ".ortperf" / "spool").iterdir()  # the run is not lost
+    assert "spooled to " in files["terminal output"]
+    files["spool file"] = spooled.read_text()
+    assert json.loads(files["spool file"])["store"] == shown
     for where, text in files.items():
         _assert_hidden(where, text)
 

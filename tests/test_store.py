@@ -316,25 +316,27 @@ def test_migration_mechanism(db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     save(db, [latency("t::a")])
     applied: list[int] = []
 
-    def to_v2(conn: sa.Connection) -> None:
-        applied.append(1)
+    def to_v3(conn: sa.Connection) -> None:
+        applied.append(2)
         conn.exec_driver_sql("ALTER TABLE runs ADD COLUMN note TEXT")
 
-    monkeypatch.setattr(store, "SCHEMA_VERSION", 2)
-    monkeypatch.setitem(store.MIGRATIONS, 1, to_v2)
+    monkeypatch.setattr(store, "SCHEMA_VERSION", 3)
+    monkeypatch.setitem(store.MIGRATIONS, 2, to_v3)
     assert len(store.read_results(db)) == 1
-    assert applied == [1]
-    with sqlite3.connect(db) as conn:
-        assert conn.execute("SELECT version FROM schema_version").fetchall() == [(2,)]
-        assert "note" in [row[1] for row in conn.execute("PRAGMA table_info(runs)")]
+    assert applied == []  # reading takes an older store as it is
     save(db, [latency("t::b")])
-    assert applied == [1]  # migrated once
+    assert applied == [2]
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT version FROM schema_version").fetchall() == [(3,)]
+        assert "note" in [row[1] for row in conn.execute("PRAGMA table_info(runs)")]
+    save(db, [latency("t::c")])
+    assert applied == [2]  # migrated once
 
 
 def test_missing_migration_is_an_error(db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     save(db, [latency("t::a")])
-    monkeypatch.setattr(store, "SCHEMA_VERSION", 3)
-    with pytest.raises(store.StoreError, match="no migration from schema 1"):
+    monkeypatch.setattr(store, "SCHEMA_VERSION", 4)
+    with pytest.raises(store.StoreError, match="no migration from schema 2"):
         save(db, [latency("t::b")])
 
 
@@ -405,3 +407,12 @@ def test_git_info_in_repo(tmp_path: Path) -> None:
     assert info["commit"] is not None and len(info["commit"]) == 40
     (tmp_path / "f.txt").write_text("2")
     assert env.git_info(tmp_path)["dirty"] is True
+    assert env.git_info(tmp_path, {"CI_COMMIT_BRANCH": "main"})["branch"] == "trunk"
+
+    # CI checks out a detached commit and names the branch in its variables
+    git("checkout", "-q", "--detach")
+    assert env.git_info(tmp_path, {})["branch"] is None
+    assert env.git_info(tmp_path, {"CI_COMMIT_BRANCH": "main"})["branch"] == "main"
+    pull_request = {"GITHUB_REF_NAME": "12/merge", "GITHUB_HEAD_REF": "fix-gemm"}
+    assert env.git_info(tmp_path, pull_request)["branch"] == "fix-gemm"
+    assert env.git_info(tmp_path, {"GITHUB_REF_NAME": "12/merge"})["branch"] is None

@@ -88,6 +88,8 @@ from typing import Any
 
 import pytest
 
+from pytest_ortperf.stats import wilson_interval
+
 AA = "A/A"
 NOISY = "A/A noisy"
 NORM_QUIET, NORM_NOISY, NORM_SLOWED = "quiet", "noisy neighbours", "quiet, slowed"
@@ -96,7 +98,6 @@ COMPARE_NAME, LATENCY_NAME = "fused", "latency"
 LEVELS = (1.2, 2.0)
 SETUP = -1
 """Pad of a scheduled setup-only run (no check)."""
-Z95 = 1.959963984540054
 MEASURING_KEYS = ("measuring_s", "duration_s", "elapsed_s")
 
 TEST_MODULE = '''\
@@ -123,21 +124,10 @@ def _env_int(name: str, default: int) -> int:
     return int(os.environ.get(name, default))
 
 
-def wilson(k: int, n: int, z: float = Z95) -> tuple[float, float]:
-    """Wilson score interval of a proportion ``k / n`` (95% by default); (nan, nan) if n = 0."""
-    if n <= 0:
-        return math.nan, math.nan
-    p = k / n
-    denom = 1.0 + z * z / n
-    centre = (p + z * z / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return max(0.0, centre - half), min(1.0, centre + half)
-
-
 def _rate(k: int, n: int) -> str:
     if n == 0:
         return "-"
-    low, high = wilson(k, n)
+    low, high = wilson_interval(k, n)
     return f"{k}/{n} {k / n:.1%} [{low:.1%}, {high:.1%}]"
 
 
@@ -338,7 +328,7 @@ def _summary_row(label: str, pad: int, effect: str, runs: Sequence[Run]) -> dict
     row: dict[str, Any] = {"scenario": label, "pad": pad, "effect": effect, "checks": n}
     for metric in (RATIO, LATENCY):
         alarms = sum(r.alarm(metric) for r in runs)
-        low, high = wilson(alarms, n)
+        low, high = wilson_interval(alarms, n)
         row[metric] = {
             "alarms": alarms,
             "rate": alarms / n if n else math.nan,

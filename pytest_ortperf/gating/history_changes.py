@@ -1,0 +1,139 @@
+"""Change points in the stored history of each measurement, per machine class.
+
+:func:`history_changes` reads the store (:func:`pytest_ortperf.store.read_results`), takes
+one value per run for each measurement on each machine class (the ``fingerprint`` column:
+the hardware hash), oldest first, and finds the steps in it with the pure
+:func:`pytest_ortperf.gating.changes.find_changes`. ``ortperf changes`` and the HTML
+report's "Change points" section show what it returns.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from pytest_ortperf.gating.changes import MIN_CHANGE, Change, find_changes
+from pytest_ortperf.units import machine_label
+
+MeasurementKey = tuple[str, str, str, str]
+"""(test, name, kind, api): one measurement, as the store keys it."""
+
+
+@dataclass(frozen=True)
+class MeasurementChange:
+    """A step in the history of one measurement on one machine class. ``change`` names the
+    first run after the step (its ``run_id`` and ``commit``); ``started`` is when that run
+    started (ISO 8601, UTC); ``runs`` is the length of the history searched."""
+
+    fingerprint: str | None
+    machine: str
+    test: str
+    name: str
+    kind: str
+    api: str
+    change: Change
+    started: str
+    runs: int
+
+    @property
+    def key(self) -> MeasurementKey:
+        return (self.test, self.name, self.kind, self.api)
+
+
+def _value(row: Mapping[str, Any]) -> float | None:
+    """The figure of a run: a comparison's ratio, else the median; None when it is
+    missing or not a positive finite number (a memory record, a damaged row)."""
+    value = row.get("ratio") if row.get("kind") == "compare" else row.get("median")
+    if value is None:
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) and number > 0 else None
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def history_changes(
+    store: str,
+    *,
+    branch: str | None = None,
+    machine: str | None = None,
+    test: str | None = None,
+    keys: Collection[MeasurementKey] | None = None,
+    min_change: float = MIN_CHANGE,
+) -> list[MeasurementChange]:
+    """The steps in the history of every stored measurement, per machine class.
+
+    Only measured rows (not smoke runs) of complete runs count, one value per run (the
+    last one stored): the ratio of a comparison, the median of a latency. ``branch`` keeps
+    the runs of one branch; ``machine`` the machine classes whose fingerprint starts with
+    it; ``test`` the measurements whose node id contains it; ``keys`` only those
+    measurements. Changes are ordered by machine class, measurement, then run. Raises
+    StoreError when the store cannot be read, ValueError for a bad ``min_change``.
+    """
+    from pytest_ortperf.store import read_results
+
+    frame = read_results(store, test=test, include_interrupted=False)
+    if frame.empty:
+        return []
+    frame = frame[frame["measured"].fillna(False).astype(bool)]
+    if branch is not None:
+        frame = frame[frame["branch"] == branch]
+    if machine:
+        frame = frame[frame["fingerprint"].fillna("").astype(str).str.startswith(machine)]
+    wanted = None if keys is None else set(keys)
+    series: dict[tuple[str | None, MeasurementKey], dict[int, dict[str, Any]]] = {}
+    for record in frame.to_dict("records"):
+        row = {str(k): v for k, v in record.items()}
+        key = (str(row["test"]), str(row["name"]), str(row["kind"]), str(row["api"]))
+        if (wanted is not None and key not in wanted) or _value(row) is None:
+            continue
+        runs = series.setdefault((_text(row.get("fingerprint")), key), {})
+        runs.pop(int(row["run_id"]), None)  # one value per run: the last one stored
+        runs[int(row["run_id"])] = row
+    out: list[MeasurementChange] = []
+    for (fingerprint, key), by_run in sorted(
+        series.items(), key=lambda item: (item[0][0] or "", item[0][1])
+    ):
+        rows = list(by_run.values())  # oldest first, as read_results orders them
+        values = [v for v in (_value(r) for r in rows) if v is not None]
+        changes = find_changes(
+            values,
+            run_ids=[int(r["run_id"]) for r in rows],
+            commits=[_text(r.get("commit")) for r in rows],
+            min_change=min_change,
+        )
+        if not changes:
+            continue
+        last = rows[-1]
+        label = machine_label(fingerprint, _text(last.get("cpu_model")), _cores(last))
+        for change in changes:
+            started = rows[change.index]["started"]
+            out.append(
+                MeasurementChange(
+                    fingerprint=fingerprint,
+                    machine=label,
+                    test=key[0],
+                    name=key[1],
+                    kind=key[2],
+                    api=key[3],
+                    change=change,
+                    started=started.isoformat() if hasattr(started, "isoformat") else "",
+                    runs=len(rows),
+                )
+            )
+    return out
+
+
+def _cores(row: Mapping[str, Any]) -> int | None:
+    cores = row.get("cores")
+    try:
+        return None if cores is None or math.isnan(float(cores)) else int(cores)
+    except (TypeError, ValueError):
+        return None
