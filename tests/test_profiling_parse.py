@@ -313,3 +313,111 @@ def test_lazy_exports_keep_the_package_import_cheap() -> None:
 
     with pytest.raises(AttributeError, match="no_such_name"):
         pytest_ortperf.no_such_name  # noqa: B018
+
+
+def test_kernel_events_keep_launch_dimensions_and_stream() -> None:
+    prof = read_profile(DATA / "cuda_placement_fallback.json")
+    kernels = prof.kernels
+    assert list(kernels.columns) == [
+        "run", "name", "op_type", "node", "dur_us", "ts_us", "stream", "grid", "block",
+    ]  # fmt: skip
+    gemm = kernels[kernels["node"] == "q_proj"].iloc[0]
+    assert (gemm["grid"], gemm["block"], gemm["stream"]) == ("1x1x4", "128x1x1", 13)
+    copy = kernels[kernels["node"] == "Memcpy_token_4"].iloc[0]
+    assert (copy["name"], copy["grid"]) == ("MemcpyDeviceToHost", "-1x-1x-1")
+    assert set(kernels["run"]) == {0, 1}
+    assert "attn_softmax" not in set(kernels["node"])  # ran on the CPU: no GPU kernel
+    # Kernel events without launch args (older builds) still parse.
+    events = load(CUDA)
+    for e in events:
+        if e["cat"] == "Kernel":
+            e["args"] = {"op_name": e["args"]["op_name"]}
+    bare = read_profile(events).kernels
+    assert set(bare["grid"]) == {""}
+    assert bare["node"].eq("").all()
+
+
+def test_placement_of_nodes_subgraphs_included() -> None:
+    assert read_profile(ORT132).placement() == {
+        "rsum": ("ReduceSum", "CPUExecutionProvider"),
+        "gt": ("Greater", "CPUExecutionProvider"),
+        "the_if": ("If", "CPUExecutionProvider"),
+        "then_add": ("Add", "CPUExecutionProvider"),
+        "then_relu": ("Relu", "CPUExecutionProvider"),
+        "else_mul": ("Mul", "CPUExecutionProvider"),
+    }
+    assert read_profile([]).placement() == {}
+
+
+def test_detail_columns_parse_on_demand_from_the_file_bytes(tmp_path: Path) -> None:
+    copy = tmp_path / "p.json"
+    copy.write_bytes(ORT132.read_bytes())
+    prof = read_profile(copy)
+    by_op = prof.by_op()
+    assert prof.events is None
+    copy.unlink()  # profile_session removes its file right after reading it
+    nodes = prof.nodes  # the shapes, sizes and mem_* columns come now
+    pd.testing.assert_frame_equal(nodes, read_profile(load(ORT132)).nodes)
+    assert list(nodes.columns[: len(profile_mod.NODE_COLUMNS)]) == list(profile_mod.NODE_COLUMNS)
+    pd.testing.assert_frame_equal(prof.by_op(), by_op)
+    assert prof.nodes is nodes  # parsed once
+
+
+def test_args_missing_in_some_events() -> None:
+    events = load(ORT132)
+    dropped = 0
+    for e in events:
+        if e["cat"] == "Node" and e["name"].startswith("then_add"):
+            del e["args"]["mem_arena_held"]
+            del e["args"]["input_type_shape"]
+            dropped += 1
+    assert dropped == 2
+    nodes = read_profile(events).nodes
+    add = nodes[nodes["name"] == "then_add"]
+    assert add["mem_arena_held"].isna().all()
+    assert set(add["inputs"]) == {""}
+    assert nodes[nodes["name"] == "rsum"]["mem_arena_held"].notna().all()
+
+
+@pytest.mark.parametrize("path", [ORT132, OLD, CUDA, DATA / "cuda_placement_fallback.json"])
+def test_schema_decoding_and_generic_parse_agree(
+    path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("msgspec")
+    assert profile_mod._scan_typed(path.read_bytes()) is not None  # the file fits the schema
+    typed = read_profile(path)
+    monkeypatch.setattr(profile_mod, "_msgspec", None)
+    generic = read_profile(path)
+    pd.testing.assert_frame_equal(typed.by_op(), generic.by_op())
+    pd.testing.assert_frame_equal(typed.nodes, generic.nodes)
+    pd.testing.assert_frame_equal(typed.kernels, generic.kernels)
+    pd.testing.assert_frame_equal(typed.runs(), generic.runs())
+
+
+def test_files_the_schema_does_not_fit_take_the_generic_parse(tmp_path: Path) -> None:
+    events = load(ORT132)
+    expected = read_profile(events)
+    odd = tmp_path / "odd.json"  # a float timestamp, a number where ORT writes a string
+    changed = [dict(e) for e in events]
+    changed[0]["ts"] = float(changed[0]["ts"])
+    changed[-1] = {**changed[-1], "args": {**changed[-1]["args"], "stream": 3}}
+    odd.write_text(json.dumps(changed))
+    assert profile_mod._scan_typed(odd.read_bytes()) is None
+    pd.testing.assert_frame_equal(read_profile(odd).nodes, expected.nodes)
+    wrapped = tmp_path / "wrapped.json"
+    wrapped.write_text(json.dumps({"traceEvents": events}))
+    pd.testing.assert_frame_equal(read_profile(wrapped).nodes, expected.nodes)
+    kept = read_profile(ORT132, keep_events=True)  # events wanted: the generic parse
+    assert kept.events is not None and len(kept.events) == len(events)
+
+
+def test_fences_with_full_args_are_dropped() -> None:
+    events = load(ORT132)
+    fenced = []
+    for e in events:
+        fenced.append(e)
+        if e["cat"] == "Node":
+            base = e["name"].removesuffix("_kernel_time")
+            for suffix in ("_fence_before", "_fence_after"):
+                fenced.append({**e, "name": base + suffix, "dur": 0})
+    pd.testing.assert_frame_equal(read_profile(fenced).nodes, read_profile(events).nodes)

@@ -24,10 +24,10 @@ import json
 import operator
 import os
 import warnings
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -37,6 +37,12 @@ try:  # optional, the ``fast`` extra
     import orjson as _orjson
 except ImportError:  # pragma: no cover - exercised when orjson is absent
     _orjson = None
+
+_msgspec: Any
+try:  # optional, the ``fast`` extra: decodes only the fields the core columns need
+    import msgspec as _msgspec
+except ImportError:  # pragma: no cover - exercised when msgspec is absent
+    _msgspec = None
 
 __all__ = ["Profile", "ProfileComparison", "compare_profiles", "read_profile"]
 
@@ -76,6 +82,10 @@ _DTYPES = {
 # Node args that hold numbers (written as strings by ORT).
 _NUMERIC_ARGS = ("activation_size", "parameter_size", "output_size")
 _INDEX_ARGS = ("node_index", "graph_index", "exec_plan_index")
+
+# The columns parsed with the profile are run, name, op_type, provider, dur_us, self_us,
+# ts_us, depth, parent and tid; the others (``Profile.nodes``) on first use.
+Details = Callable[[], dict[str, Any]]
 
 NODE_COLUMNS = (
     "run",
@@ -119,25 +129,34 @@ def _loads(data: bytes) -> Any:
 
 
 def _load_events(source: ProfileSource) -> tuple[list[Event], Path | None]:
+    """The events and the file they came from (None for a list of events)."""
     if isinstance(source, str | os.PathLike):
         path = Path(os.fspath(source))
-        if not path.is_file():
-            raise FileNotFoundError(f"onnxruntime profile not found: {path}")
-        try:
-            data = _loads(path.read_bytes())
-        except ValueError as exc:  # json and orjson decode errors both derive from it
-            raise ValueError(f"{path}: not a valid JSON profile: {exc}") from exc
-        label = str(path)
-    else:
-        data, path, label = source, None, "<events>"
+        return _events_of(_parse(_read_bytes(path), path), str(path)), path
+    return _events_of(source, "<events>"), None
+
+
+def _read_bytes(path: Path) -> bytes:
+    if not path.is_file():
+        raise FileNotFoundError(f"onnxruntime profile not found: {path}")
+    return path.read_bytes()
+
+
+def _parse(raw: bytes, path: Path) -> Any:
+    try:
+        return _loads(raw)
+    except ValueError as exc:  # json and orjson decode errors both derive from it
+        raise ValueError(f"{path}: not a valid JSON profile: {exc}") from exc
+
+
+def _events_of(data: Any, label: str) -> list[Event]:
     if isinstance(data, Mapping) and "traceEvents" in data:  # Chrome's object format
         data = data["traceEvents"]
     if not isinstance(data, list | tuple):
         raise ValueError(
             f"{label}: expected a JSON list of profiling events, got {type(data).__name__}"
         )
-    events = data if isinstance(data, list) else list(data)
-    return events, path
+    return data if isinstance(data, list) else list(data)
 
 
 def _bad_event(events: Sequence[Any], label: str, keys: Iterable[str]) -> ValueError:
@@ -204,46 +223,19 @@ def _numeric(values: list[Any]) -> pd.Series | np.ndarray:
         return pd.to_numeric(pd.Series(values, dtype=object), errors="coerce")
 
 
-def _format_column(values: list[Any]) -> list[str]:
-    """``format_type_shapes`` of each value, cached: most nodes repeat across runs."""
-    if _orjson is None:
-        return [format_type_shapes(v) for v in values]
-    dumps = _orjson.dumps
-    cache: dict[bytes, str] = {}
-    out = []
-    for value in values:
-        key = dumps(value)
-        text = cache.get(key)
-        if text is None:
-            text = cache[key] = format_type_shapes(value)
-        out.append(text)
+def _format_column(values: list[Any], names: Sequence[Hashable]) -> list[str]:
+    """``format_type_shapes`` of each value, cached per node: a node's shapes repeat across
+    runs (and comparing them with the cached ones is cheaper than formatting)."""
+    cache: dict[Hashable, tuple[Any, str]] = {}
+    get = cache.get
+    out: list[str] = []
+    append = out.append
+    for name, value in zip(names, values, strict=True):
+        hit = get(name)
+        if hit is None or hit[0] != value:
+            hit = cache[name] = (value, format_type_shapes(value))
+        append(hit[1])
     return out
-
-
-def _ints(values: list[Any]) -> np.ndarray:
-    return np.array(values, dtype=np.int64)
-
-
-def _columns(
-    args: list[Mapping[str, Any]], keys: Iterable[str], present: set[str]
-) -> dict[str, list[Any]]:
-    """Columns of the given arg keys (None where an event lacks one); ``present``: all keys."""
-    wanted = [k for k in keys if k in present]
-    columns: dict[str, list[Any]] = {k: [None] * len(args) for k in keys if k not in present}
-    if len(wanted) >= 2:
-        try:  # one C-level call per event when every event has every key (the usual case)
-            rows = list(map(operator.itemgetter(*wanted), args))
-            columns.update(zip(wanted, map(list, zip(*rows, strict=True)), strict=True))
-            return columns
-        except KeyError:
-            pass
-    for key in wanted:
-        columns[key] = [a.get(key) for a in args]
-    return columns
-
-
-def _strings(values: list[Any]) -> list[Any]:
-    return [v or "" for v in values] if None in values else values
 
 
 def _empty_nodes() -> pd.DataFrame:
@@ -336,6 +328,11 @@ class Profile:
     ``self_us`` subtracts the time of subgraph nodes run inside it (If/Loop/Scan), so sums of
     ``self_us`` over all rows equal the kernel time of the top-level (``depth == 0``) nodes.
     Times are microseconds; ``ts_us`` is relative to the start of profiling.
+
+    Only what the aggregates need (op type, provider, times, nesting) is parsed with the
+    file; the other columns of ``nodes`` (shapes, sizes, thread and memory figures) are
+    parsed on its first use, so ``read_profile(path).by_op()`` costs little more than
+    the JSON parse itself.
     """
 
     def __init__(
@@ -346,12 +343,39 @@ class Profile:
         *,
         events: list[Event] | None = None,
         source: Path | None = None,
+        details: Details | None = None,
     ) -> None:
-        self.nodes = nodes
+        self._core = nodes
+        self._details = details
         self._runs = run_info
         self.kernels = kernels if kernels is not None else pd.DataFrame()
         self.events = events
         self.source = source
+
+    @property
+    def nodes(self) -> pd.DataFrame:
+        """One row per node execution, columns :data:`NODE_COLUMNS` and ``mem_*`` keys."""
+        if self._details is not None:
+            with _gc_paused():
+                extra = self._details()
+            core = self._core
+            data = {c: extra[c] if c in extra else core[c] for c in NODE_COLUMNS}
+            data.update((k, v) for k, v in extra.items() if k not in data)
+            self._core = pd.DataFrame(data, index=core.index)
+            self._details = None  # releases the raw args
+        return self._core
+
+    def placement(self) -> dict[str, tuple[str, str]]:
+        """Where each node ran: ``{node name: (op type, provider)}`` (subgraph nodes too),
+        from the columns parsed with the file."""
+        frame = self._core[["name", "op_type", "provider"]].drop_duplicates("name")
+        return dict(
+            zip(
+                frame["name"].tolist(),
+                zip(frame["op_type"].tolist(), frame["provider"].tolist(), strict=True),
+                strict=True,
+            )
+        )
 
     @property
     def n_runs(self) -> int:
@@ -367,7 +391,7 @@ class Profile:
     def runs(self) -> pd.DataFrame:
         """Per run: ``wall_us`` (model_run), ``kernel_us`` (top-level nodes), ``overhead_us``."""
         out = self._runs[["run", "start_us", "wall_us"]].copy()
-        top = self.nodes[self.nodes["depth"] == 0]
+        top = self._core[self._core["depth"] == 0]
         kernel = top.groupby("run")["dur_us"].sum()
         count = top.groupby("run")["dur_us"].size()
         out["kernel_us"] = out["run"].map(kernel).fillna(0).astype(np.int64)
@@ -379,12 +403,13 @@ class Profile:
         """Mean kernel time per run (top-level nodes), microseconds."""
         if not self.n_runs:
             return 0.0
-        return float(self.nodes["self_us"].sum()) / self.n_runs
+        return float(self._core["self_us"].sum()) / self.n_runs
 
     def _aggregate(self, keys: list[str]) -> pd.DataFrame:
         n = max(self.n_runs, 1)
-        total_all = float(self.nodes["self_us"].sum())
-        grouped = self.nodes.groupby(keys, sort=False, dropna=False)
+        frame = self._core if set(keys) <= set(self._core.columns) else self.nodes
+        total_all = float(frame["self_us"].sum())
+        grouped = frame.groupby(keys, sort=False, dropna=False)
         out = grouped.agg(
             total_us=("self_us", "sum"),
             count=("self_us", "size"),
@@ -477,33 +502,206 @@ def read_profile(source: ProfileSource, *, keep_events: bool | None = None) -> P
         return _read_profile(source, keep_events)
 
 
+class _Scan(NamedTuple):
+    """What one pass over the events collects. Node lists are parallel (fences left out);
+    a node's ``key`` is ``(event name, op type, provider)``, a kernel's ``(kernel name,
+    args of _KERNEL_ARGS)``: both repeat run after run, so columns are built per distinct
+    key and spread with numpy."""
+
+    node_ev: list[Event]
+    ts: list[int]
+    dur: list[int]
+    tid: list[int]
+    keys: list[tuple[str, str, str]]
+    kernel_ts: list[int]
+    kernel_dur: list[int]
+    kernel_keys: list[tuple[str, tuple[Any, ...]]]
+    runs: list[tuple[int, int]]  # (ts, dur) of each model_run
+
+
+def _scan(events: list[Event]) -> _Scan:
+    """One pass over the events: Node, Kernel and model_run fields, at one dict lookup each
+    (a pass over a million scattered objects costs its cache misses, so there is one)."""
+    try:
+        return _scan_fast(events)
+    except (KeyError, TypeError, AttributeError, IndexError):  # optional keys missing
+        return _scan_tolerant(events)
+
+
+def _scan_fast(events: list[Event]) -> _Scan:
+    s = _Scan([], [], [], [], [], [], [], [], [])
+    node, ts, dur, tid = s.node_ev.append, s.ts.append, s.dur.append, s.tid.append
+    key, run = s.keys.append, s.runs.append
+    kts, kdur, kkey = s.kernel_ts.append, s.kernel_dur.append, s.kernel_keys.append
+    kernel_args = operator.itemgetter(*_KERNEL_ARGS)
+    fences = False
+    for e in events:
+        cat = e["cat"]
+        if cat == "Node":
+            args = e["args"]
+            name = e["name"]
+            if name[-2] != "m":  # not "..._kernel_time": a fence (filtered below)
+                fences = True
+            node(e)
+            ts(e["ts"])
+            dur(e["dur"])
+            tid(e["tid"])
+            key((name, args["op_name"], args["provider"]))
+        elif cat == "Kernel":
+            kts(e["ts"])
+            kdur(e["dur"])
+            kkey((e["name"], kernel_args(e["args"])))
+        elif cat == "Session" and e["name"] == "model_run":
+            run((e["ts"], e["dur"]))
+    if fences:
+        keep = [not k[0].endswith(_FENCES) for k in s.keys]
+        fields = ("node_ev", "ts", "dur", "tid", "keys")
+        kept: dict[str, Any] = {f: list(itertools.compress(getattr(s, f), keep)) for f in fields}
+        return s._replace(**kept)
+    return s
+
+
+def _scan_tolerant(events: list[Event]) -> _Scan:
+    """:func:`_scan_fast` for events that lack optional keys (``tid``, ``args`` or some of
+    its keys); KeyError or TypeError only for a missing cat/name/ts/dur."""
+    s = _Scan([], [], [], [], [], [], [], [], [])
+    for e in events:
+        cat = e["cat"]
+        if cat == "Node":
+            name = e["name"]
+            if name.endswith(_FENCES):
+                continue
+            args = e.get("args") or {}
+            s.node_ev.append(e)
+            s.ts.append(e["ts"])
+            s.dur.append(e["dur"])
+            s.tid.append(e.get("tid", 0))
+            s.keys.append((name, args.get("op_name") or "", args.get("provider") or ""))
+        elif cat == "Kernel":
+            args = e.get("args") or {}
+            s.kernel_ts.append(e["ts"])
+            s.kernel_dur.append(e["dur"])
+            s.kernel_keys.append((e["name"], tuple(args.get(k) for k in _KERNEL_ARGS)))
+        elif cat == "Session" and e["name"] == "model_run":
+            s.runs.append((e["ts"], e["dur"]))
+    return s
+
+
+if _msgspec is not None:
+
+    class _TypedArgs(_msgspec.Struct, gc=False):  # type: ignore[misc,call-arg]
+        """The args the core columns and kernels use; any other is skipped unparsed."""
+
+        op_name: str = ""
+        provider: str = ""
+        parent_name: str | None = None
+        stream: str | None = None
+        grid_x: str | None = None
+        grid_y: str | None = None
+        grid_z: str | None = None
+        block_x: str | None = None
+        block_y: str | None = None
+        block_z: str | None = None
+
+    class _TypedEvent(_msgspec.Struct, gc=False):  # type: ignore[misc,call-arg]
+        cat: str
+        name: str
+        ts: int
+        dur: int
+        tid: int = 0
+        args: _TypedArgs | None = None
+
+    _DECODER = _msgspec.json.Decoder(list[_TypedEvent])
+
+
+def _scan_typed(raw: bytes) -> _Scan | None:
+    """:func:`_scan` of a file's bytes decoded with a schema of the fields it needs (about
+    a quarter of orjson's time: the shapes and memory args are skipped, not built); None
+    without msgspec or for a file that does not fit (then the generic parse decides)."""
+    if _msgspec is None:
+        return None
+    try:
+        events = _DECODER.decode(raw)
+    except _msgspec.DecodeError:  # a ValidationError too
+        return None
+    s = _Scan([], [], [], [], [], [], [], [], [])
+    ts, dur, tid, key, run = s.ts.append, s.dur.append, s.tid.append, s.keys.append, s.runs.append
+    kts, kdur, kkey = s.kernel_ts.append, s.kernel_dur.append, s.kernel_keys.append
+    empty = _TypedArgs()
+    for e in events:
+        cat = e.cat
+        if cat == "Node":
+            name = e.name
+            if name.endswith(_FENCES):
+                continue
+            args = e.args or empty
+            ts(e.ts)
+            dur(e.dur)
+            tid(e.tid)
+            key((name, args.op_name, args.provider))
+        elif cat == "Kernel":
+            a = e.args or empty
+            kts(e.ts)
+            kdur(e.dur)
+            kkey(
+                (e.name, (a.op_name or None, a.parent_name, a.stream, a.grid_x, a.grid_y,
+                          a.grid_z, a.block_x, a.block_y, a.block_z))
+            )  # fmt: skip
+        elif cat == "Session" and e.name == "model_run":
+            run((e.ts, e.dur))
+    return s
+
+
+def _ints(values: Sequence[Any]) -> np.ndarray:
+    try:
+        return np.fromiter(values, dtype=np.int64, count=len(values))
+    except (TypeError, ValueError):  # numbers written as strings, say
+        return np.array(values, dtype=np.int64)
+
+
+def _codes(keys: list[Any]) -> tuple[list[Any], np.ndarray]:
+    """The distinct keys (first seen first) and each key's position among them."""
+    distinct = list(dict.fromkeys(keys))
+    position = dict(zip(distinct, range(len(distinct)), strict=True))
+    return distinct, np.fromiter(map(position.__getitem__, keys), np.int64, count=len(keys))
+
+
+def _spread(values: list[Any], codes: np.ndarray) -> np.ndarray:
+    """``values[code]`` for each code, as an object array."""
+    table = np.empty(len(values), dtype=object)
+    table[:] = values
+    spread: np.ndarray = table[codes]
+    return spread
+
+
 def _read_profile(source: ProfileSource, keep_events: bool | None) -> Profile:
-    events, path = _load_events(source)
+    scan: _Scan | None = None
+    events: list[Event] | None = None
+    path: Path | None = None
+    raw: bytes | None = None
+    if isinstance(source, str | os.PathLike):
+        path = Path(os.fspath(source))
+        raw = _read_bytes(path)
+        keep_events = bool(keep_events)
+        if not keep_events:  # decode only what the core columns need, where msgspec can
+            scan = _scan_typed(raw)
+        if scan is None:
+            events = _events_of(_parse(raw, path), str(path))
+    else:
+        events = _events_of(source, "<events>")
+        keep_events = keep_events is None or keep_events
     label = str(path) if path is not None else "<events>"
-    if keep_events is None:
-        keep_events = path is None
     try:
-        cats = [e["cat"] for e in events]
-    except (KeyError, TypeError):
-        raise _bad_event(events, label, ("cat",)) from None
-    try:
-        sessions = [
-            e
-            for e, c in zip(events, cats, strict=True)
-            if c == "Session" and e["name"] == "model_run"
-        ]
-        node_ev = [
-            e
-            for e, c in zip(events, cats, strict=True)
-            if c == "Node" and not e["name"].endswith(("_fence_before", "_fence_after"))
-        ]
-        kernel_ev = [e for e, c in zip(events, cats, strict=True) if c == "Kernel"]
-        run_start = _ints([e["ts"] for e in sessions])
-        run_dur = _ints([e["dur"] for e in sessions])
-        ts = _ints([e["ts"] for e in node_ev])
-        dur = _ints([e["dur"] for e in node_ev])
-    except (KeyError, TypeError, ValueError):
-        raise _bad_event(events, label, ("cat", "name", "ts", "dur")) from None
+        if scan is None:
+            assert events is not None
+            scan = _scan(events)
+        run_start = _ints([r[0] for r in scan.runs])
+        run_dur = _ints([r[1] for r in scan.runs])
+        ts = _ints(scan.ts)
+        dur = _ints(scan.dur)
+        tid = _ints(scan.tid)
+    except (KeyError, TypeError, ValueError, AttributeError):
+        raise _bad_event(events or [], label, ("cat", "name", "ts", "dur")) from None
 
     order = np.argsort(run_start, kind="stable")
     run_start, run_dur = run_start[order], run_dur[order]
@@ -518,55 +716,143 @@ def _read_profile(source: ProfileSource, keep_events: bool | None) -> Profile:
         inside = (pos >= 0) & (times <= (run_start + run_dur)[np.maximum(pos, 0)])
         return np.where(inside, pos, -1)
 
-    nodes = _node_frame(node_ev, ts, dur, assign(ts))
+    # The detail columns are parsed on demand from the events: from the file's bytes, not
+    # from parsed objects kept alive (a million of them would slow every GC pass after).
+    # A list of events (or events kept anyway) stays alive; a file's bytes are kept instead
+    # of its events (the file may be gone by then: profile_session removes it).
+    listed = scan.node_ev if raw is None or keep_events else None
+    kept = None if listed is not None else raw
+
+    def reload() -> list[Event]:
+        if listed is not None:
+            return listed
+        assert kept is not None
+        with _gc_paused():
+            return _scan(_events_of(_loads(kept), label)).node_ev
+
+    nodes, details = _node_frame(scan.keys, ts, dur, tid, assign(ts), reload)
     if not len(run_start) and len(nodes):
         # No model_run events (a truncated trace): all nodes form one run without wall time.
         first, last = int(ts.min()), int((ts + dur).max())
         run_info = pd.DataFrame({"run": [0], "start_us": [first], "wall_us": [last - first]})
-    kernels = _kernel_frame(kernel_ev, assign) if kernel_ev else pd.DataFrame()
-    return Profile(nodes, run_info, kernels, events=events if keep_events else None, source=path)
+    try:
+        kernels = _kernel_frame(scan, assign) if scan.kernel_keys else pd.DataFrame()
+    except (TypeError, ValueError):
+        raise _bad_event(events or [], label, ("name", "ts", "dur")) from None
+    return Profile(
+        nodes,
+        run_info,
+        kernels,
+        events=events if keep_events else None,
+        source=path,
+        details=details,
+    )
+
+
+_FENCES = ("_fence_before", "_fence_after")
+
+
+def _args(events: list[Event]) -> list[Mapping[str, Any]]:
+    try:
+        args: list[Mapping[str, Any]] = list(map(operator.itemgetter("args"), events))
+    except KeyError:
+        args = [e.get("args") or {} for e in events]
+    return [a or {} for a in args] if None in args else args
+
+
+def _arg_columns(args: list[Mapping[str, Any]], keys: Sequence[str]) -> list[list[Any]]:
+    """One list per key of ``args`` (None where an event lacks the key)."""
+    if not args:
+        return [[] for _ in keys]
+    try:  # one C-level call per event when every event has every key (the usual case)
+        if len(keys) == 1:
+            return [list(map(operator.itemgetter(keys[0]), args))]
+        rows = map(operator.itemgetter(*keys), args)
+        return [list(col) for col in zip(*rows, strict=True)]
+    except KeyError:
+        return [_arg_column(args, k) for k in keys]
+
+
+def _arg_column(args: list[Mapping[str, Any]], key: str) -> list[Any]:
+    try:
+        return list(map(operator.itemgetter(key), args))
+    except KeyError:
+        return [a.get(key) for a in args]
 
 
 def _node_frame(
-    node_ev: list[Event], ts: np.ndarray, dur: np.ndarray, run: np.ndarray
-) -> pd.DataFrame:
+    keys: list[tuple[str, str, str]],
+    ts: np.ndarray,
+    dur: np.ndarray,
+    tid: np.ndarray,
+    run: np.ndarray,
+    reload: Callable[[], list[Event]],
+) -> tuple[pd.DataFrame, Details | None]:
+    """The core columns of the node frame, and the parser of the others: it takes the node
+    events again from ``reload()`` (in the order of ``keys``) when called."""
+    distinct, codes = _codes(keys)
+    picks = None  # positions in the scan of the rows, when not all of them in order
     keep = run >= 0  # node events outside every model_run window (none in practice)
     if not keep.all():
-        idx = np.flatnonzero(keep)
-        node_ev = [node_ev[i] for i in idx]
-        ts, dur, run = ts[idx], dur[idx], run[idx]
-    if not node_ev:
-        return _empty_nodes()
+        picks = np.flatnonzero(keep)
+        ts, dur, tid, run, codes = ts[picks], dur[picks], tid[picks], run[picks], codes[picks]
+    if not len(ts):
+        return _empty_nodes(), None
     order = np.lexsort((-dur, ts))
-    node_ev = [node_ev[i] for i in order]
-    ts, dur, run = ts[order], dur[order], run[order]
-    args: list[Mapping[str, Any]] = [e.get("args") or {} for e in node_ev]
-    names = [e["name"].removesuffix("_kernel_time") for e in node_ev]
+    if (order[1:] < order[:-1]).any():  # not in execution order already
+        picks = order if picks is None else picks[order]
+        ts, dur, tid, run, codes = ts[order], dur[order], tid[order], run[order], codes[order]
+    names = [k[0].removesuffix("_kernel_time") for k in distinct]
+    ops = [k[1] for k in distinct]
+    parents = [i for i, op in enumerate(ops) if op in CONTROL_FLOW_OPS]
+    is_parent = np.isin(codes, parents) if parents else np.zeros(len(codes), dtype=bool)
+    depth, parent_pos, self_us = _nest(ts, dur, tid, is_parent)
+    name_col = _spread(names, codes)
+    if is_parent.any():
+        parent = np.where(parent_pos >= 0, name_col[np.maximum(parent_pos, 0)], "")
+    else:
+        parent = np.full(len(codes), "", dtype=object)
+    frame = pd.DataFrame(
+        {
+            "run": run,
+            "name": name_col,
+            "op_type": _spread(ops, codes),
+            "provider": _spread([k[2] for k in distinct], codes),
+            "dur_us": dur,
+            "self_us": self_us,
+            "ts_us": ts,
+            "depth": depth,
+            "parent": parent,
+            "tid": tid,
+        }
+    )
+
+    def details() -> dict[str, Any]:
+        events = reload()
+        if picks is not None:
+            events = [events[i] for i in picks]
+        return _node_details(_args(events), codes.tolist())
+
+    return frame, details
+
+
+def _node_details(args: list[Mapping[str, Any]], codes: list[int]) -> dict[str, Any]:
+    """The node columns besides the core ones: shapes, sizes, thread and memory figures."""
     present = set(itertools.chain.from_iterable(args))
     mem_keys = sorted(k for k in present if k.startswith("mem_"))
-    cols = _columns(
-        args,
-        [
-            "op_name",
-            "provider",
-            "input_type_shape",
-            "output_type_shape",
-            "thread_scheduling_stats",
-            *_INDEX_ARGS,
-            *_NUMERIC_ARGS,
-            *mem_keys,
-        ],
-        present,
-    )
-    op_type = _strings(cols["op_name"])
-    tid = np.array([e.get("tid", 0) for e in node_ev], dtype=np.int64)
-    is_parent = pd.Series(op_type, dtype=object).isin(CONTROL_FLOW_OPS).to_numpy()
-    depth, parent_pos, self_us = _nest(ts, dur, tid, is_parent)
-    if is_parent.any():
-        parent = [names[p] if p >= 0 else "" for p in parent_pos.tolist()]
-    else:
-        parent = [""] * len(names)
-
+    keys = [
+        "input_type_shape",
+        "output_type_shape",
+        "thread_scheduling_stats",
+        *_INDEX_ARGS,
+        *_NUMERIC_ARGS,
+        *mem_keys,
+    ]
+    wanted = [k for k in keys if k in present]
+    cols = dict(zip(wanted, _arg_columns(args, wanted), strict=True))
+    none = [None] * len(args)
+    for key in keys:
+        cols.setdefault(key, none)
     index_values: list[Any] = cols[_INDEX_ARGS[0]]
     for key in _INDEX_ARGS[1:]:  # node_index, else the older names
         if None in index_values:
@@ -577,44 +863,51 @@ def _node_frame(
     # Single-threaded sessions write "" everywhere: skip the per-node work then.
     threads = [_thread_stats(t) for t in stats] if any(stats) else [(0, 0)] * len(stats)
     data: dict[str, Any] = {
-        "run": run,
-        "name": names,
-        "op_type": op_type,
-        "provider": _strings(cols["provider"]),
         "node_index": _numeric(index_values),
-        "dur_us": dur,
-        "self_us": self_us,
-        "ts_us": ts,
-        "depth": depth,
-        "parent": parent,
-        "inputs": _format_column(cols["input_type_shape"]),
-        "outputs": _format_column(cols["output_type_shape"]),
+        "inputs": _format_column(cols["input_type_shape"], codes),
+        "outputs": _format_column(cols["output_type_shape"], codes),
     }
     for key in _NUMERIC_ARGS:
         data[key] = _numeric(cols[key])
     data["sub_threads"] = np.array([t[0] for t in threads], dtype=np.int64)
     data["sub_thread_runs"] = np.array([t[1] for t in threads], dtype=np.int64)
-    data["tid"] = tid
     for key in mem_keys:
         data[key] = _numeric(cols[key])
-    return pd.DataFrame(data)
+    return data
 
 
-def _kernel_frame(kernel_ev: list[Event], assign: Any) -> pd.DataFrame:
-    ts = _ints([e["ts"] for e in kernel_ev])
-    args: list[Mapping[str, Any]] = [e.get("args") or {} for e in kernel_ev]
+def _kernel_frame(scan: _Scan, assign: Any) -> pd.DataFrame:
+    """GPU kernels (``cat`` ``Kernel``, as ORT's CUDA/ROCm profilers write them: the kernel
+    name; args ``op_name`` and ``parent_name`` (node), ``stream``, ``grid_x/y/z``,
+    ``block_x/y/z``, all strings; memcpy activities have grid and block ``-1``)."""
+    distinct, codes = _codes(scan.kernel_keys)
+    ts = _ints(scan.kernel_ts)
+    args = [a for _, a in distinct]
     frame = pd.DataFrame(
         {
             "run": assign(ts),
-            "name": [e["name"] for e in kernel_ev],
-            "op_type": [a.get("op_name", "") for a in args],
-            "node": [a.get("parent_name", "") for a in args],
-            "dur_us": _ints([e["dur"] for e in kernel_ev]),
+            "name": _spread([name for name, _ in distinct], codes),
+            "op_type": _spread([a[0] or "" for a in args], codes),
+            "node": _spread([a[1] or "" for a in args], codes),
+            "dur_us": _ints(scan.kernel_dur),
             "ts_us": ts,
-            "stream": _numeric([a.get("stream") for a in args]),
+            "stream": _numeric([a[2] for a in args])[codes],
+            "grid": _spread([_dims(a[3:6]) for a in args], codes),
+            "block": _spread([_dims(a[6:9]) for a in args], codes),
         }
     )
     return frame.sort_values("ts_us", kind="stable").reset_index(drop=True)
+
+
+_KERNEL_ARGS = (
+    "op_name", "parent_name", "stream", "grid_x", "grid_y", "grid_z", "block_x", "block_y",
+    "block_z",
+)  # fmt: skip
+
+
+def _dims(xyz: Sequence[Any]) -> str:
+    """``"256x1x1"`` (``""`` where unknown)."""
+    return "" if None in xyz else "x".join(map(str, xyz))
 
 
 def _keyed(profile: Profile) -> pd.DataFrame:

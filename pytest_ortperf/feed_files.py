@@ -1,0 +1,208 @@
+"""Recorded inputs: feeds loaded from files and checked against the model's signature.
+
+``ort_feeds(session, from_path=PATH)`` reads, by what ``PATH`` is:
+
+- a folder holding ``test_data_set_*`` folders (the layout of the ONNX model zoo and
+  ``onnxruntime_perf_test``): one input set per ``test_data_set_N`` (in the order of N);
+- one ``test_data_set_N`` folder (or any folder of ``input_*.pb`` files): one set;
+- an ``.npz`` file: one set, an array per input name;
+- an ``.npy`` file, or an ``input_N.pb`` file: one array, for a model with one input;
+- a list of any of these: one set each.
+
+Each ``input_N.pb`` is a serialized ``onnx.TensorProto`` (read with
+``onnx.numpy_helper.to_array``); its ``name`` says which input it is, or, when empty, its
+index ``N`` in the model's inputs. Every set is checked like pinned ``values=``: names,
+dtypes and shapes against the model, with an error that names the file at fault.
+
+One set comes back as a plain ``dict``. Several come back as a :class:`FeedPool`: a
+``dict`` of the first set (so anything that takes feeds takes it) that also holds every
+set in ``.sets``. ``ortperf.latency`` and ``ortperf.compare`` rotate a pool's sets through
+the timed calls, one set per call in turn (both arms of a comparison in the same order),
+so caches and data-dependent kernels (TopK, NMS, early exits) do not see one input only;
+the rotation costs one ``next()`` on a cycle per call (well under a microsecond). Outputs
+are checked, and ``ort_binding``, ``profile`` and ``memory`` run, on the first set.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from pytest_ortperf.feeds import FeedError, InputSpec, check_value
+
+PathLike = str | os.PathLike[str]
+DATA_SET = re.compile(r"test_data_set_(\d+)$")
+INPUT_FILE = re.compile(r"input_(\d+)\.pb$")
+
+
+class FeedPool(dict[str, np.ndarray[Any, Any]]):
+    """Several recorded input sets: a ``dict`` of the first, every set in :attr:`sets`
+    and where each came from in :attr:`sources`."""
+
+    def __init__(
+        self, sets: Sequence[Mapping[str, np.ndarray[Any, Any]]], sources: Sequence[str]
+    ) -> None:
+        if not sets:
+            raise FeedError("a feed pool needs at least one input set")
+        super().__init__(sets[0])
+        self.sets: tuple[dict[str, np.ndarray[Any, Any]], ...] = tuple(dict(s) for s in sets)
+        self.sources: tuple[str, ...] = tuple(sources)
+
+    def __repr__(self) -> str:
+        return f"FeedPool({len(self.sets)} sets from {', '.join(self.sources)})"
+
+
+def rotating(calls: Sequence[Callable[[], Any]]) -> Callable[[], Any]:
+    """One call that runs ``calls`` in turn, one per call, round and round."""
+    if len(calls) == 1:
+        return calls[0]
+    following = itertools.cycle(calls).__next__
+
+    def call() -> Any:
+        return following()()
+
+    return call
+
+
+def _numbered(paths: Iterable[Path], pattern: re.Pattern[str]) -> list[tuple[int, Path]]:
+    found = []
+    for path in paths:
+        match = pattern.match(path.name)
+        if match:
+            found.append((int(match.group(1)), path))
+    return sorted(found)
+
+
+def _read_tensor(path: Path) -> tuple[str, np.ndarray[Any, Any]]:
+    import onnx
+    from onnx import numpy_helper
+
+    tensor = onnx.TensorProto()
+    try:
+        tensor.ParseFromString(path.read_bytes())
+        array = numpy_helper.to_array(tensor)
+    except Exception as exc:  # protobuf's DecodeError, onnx's own errors
+        raise FeedError(f"{path}: not a serialized onnx TensorProto ({exc})") from None
+    return tensor.name, array
+
+
+def _checked(
+    specs: Sequence[InputSpec], values: Mapping[str, tuple[Any, Path]], where: Path, model: str
+) -> dict[str, np.ndarray[Any, Any]]:
+    """Values (each with the file it came from) checked against the model's inputs."""
+    names = [s.name for s in specs]
+    missing = [n for n in names if n not in values]
+    extra = sorted(set(values) - set(names))
+    if extra:
+        files = ", ".join(f"{n!r} ({values[n][1]})" for n in extra)
+        raise FeedError(
+            f"{where}: names input(s) {files} that {model} does not have; its inputs are {names}"
+        )
+    if missing:
+        raise FeedError(f"{where}: lacks input(s) {missing} of {model}; its inputs are {names}")
+    out = {}
+    for spec in specs:
+        value, path = values[spec.name]
+        try:
+            out[spec.name] = check_value(spec, value)
+        except FeedError as exc:
+            raise FeedError(f"{path}: {exc}") from None
+    return out
+
+
+def _data_set(specs: Sequence[InputSpec], folder: Path, model: str) -> dict[str, Any]:
+    files = _numbered(folder.iterdir(), INPUT_FILE)
+    if not files:
+        raise FeedError(f"{folder}: holds no input_N.pb files (nor test_data_set_N folders)")
+    values: dict[str, tuple[Any, Path]] = {}
+    for index, path in files:
+        name, array = _read_tensor(path)
+        if not name:
+            if index >= len(specs):
+                raise FeedError(
+                    f"{path}: an unnamed tensor is matched by its index {index}, but {model} "
+                    f"has {len(specs)} input(s)"
+                )
+            name = specs[index].name
+        if name in values:
+            raise FeedError(f"{path}: input {name!r} is given again (also {values[name][1]})")
+        values[name] = (array, path)
+    return _checked(specs, values, folder, model)
+
+
+def _one_input(specs: Sequence[InputSpec], path: Path, model: str) -> str:
+    if len(specs) != 1:
+        raise FeedError(
+            f"{path}: one array, but {model} has {len(specs)} inputs "
+            f"{[s.name for s in specs]}; use an .npz file or a test_data_set folder"
+        )
+    return specs[0].name
+
+
+def _file(specs: Sequence[InputSpec], path: Path, model: str) -> dict[str, Any]:
+    suffix = path.suffix.lower()
+    if suffix == ".npz":
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                values = {name: (data[name], path) for name in data.files}
+        except (OSError, ValueError) as exc:
+            raise FeedError(f"{path}: not a readable .npz file ({exc})") from None
+        return _checked(specs, values, path, model)
+    if suffix == ".npy":
+        try:
+            array = np.load(path, allow_pickle=False)
+        except (OSError, ValueError) as exc:
+            raise FeedError(f"{path}: not a readable .npy file ({exc})") from None
+        return _checked(specs, {_one_input(specs, path, model): (array, path)}, path, model)
+    if suffix == ".pb":
+        name, array = _read_tensor(path)
+        return _checked(specs, {name or _one_input(specs, path, model): (array, path)}, path, model)
+    raise FeedError(
+        f"{path}: cannot read inputs from a {suffix or 'suffixless'} file; give a "
+        "test_data_set folder (input_N.pb files), an .npz, an .npy or an input_N.pb"
+    )
+
+
+def _sets(specs: Sequence[InputSpec], path: Path, model: str) -> list[tuple[dict[str, Any], str]]:
+    if not path.exists():
+        raise FeedError(f"recorded inputs not found: {path}")
+    if path.is_dir():
+        sets = _numbered((p for p in path.iterdir() if p.is_dir()), DATA_SET)
+        if sets:
+            return [(_data_set(specs, folder, model), str(folder)) for _, folder in sets]
+        return [(_data_set(specs, path, model), str(path))]
+    return [(_file(specs, path, model), str(path))]
+
+
+def load_feeds(
+    specs: Sequence[InputSpec], source: PathLike | Sequence[PathLike], *, model: str = "the model"
+) -> dict[str, np.ndarray[Any, Any]]:
+    """Recorded inputs from ``source`` (see the module's docstring), checked against
+    ``specs``; a :class:`FeedPool` when there are several sets. Raises :class:`FeedError`
+    naming the file or folder at fault."""
+    paths = [source] if isinstance(source, str | os.PathLike) else list(source)
+    if not paths:
+        raise FeedError("from_path= names no file or folder")
+    found = [s for p in paths for s in _sets(specs, Path(os.fspath(p)), model)]
+    if len(found) == 1:
+        return found[0][0]
+    return FeedPool([s for s, _ in found], [where for _, where in found])
+
+
+def write_data_set(folder: PathLike, feeds: Mapping[str, Any]) -> Path:
+    """Write ``feeds`` as ``input_N.pb`` files (named TensorProtos, in the given order)
+    in ``folder``, created if needed: the layout :func:`load_feeds` reads."""
+    from onnx import numpy_helper
+
+    out = Path(os.fspath(folder))
+    out.mkdir(parents=True, exist_ok=True)
+    for index, (name, value) in enumerate(feeds.items()):
+        tensor = numpy_helper.from_array(np.asarray(value), name)
+        (out / f"input_{index}.pb").write_bytes(tensor.SerializeToString())
+    return out

@@ -1,0 +1,193 @@
+"""Single-call timing: every call timed on its own, for the tails of the latency distribution.
+
+The engine (:mod:`pytest_ortperf.measure`) times *blocks* of back-to-back calls: their
+medians are what the gate judges, and they hide the slow single call. Here each call is
+timed alone (``t0 = clock(); call(); t1 = clock()``), and what the timer itself adds is
+measured and subtracted: the median of back-to-back empty timings (``t0 = clock(); t1 =
+clock()``), which span the same two clock calls with nothing between them.
+
+A measurement goes in *rounds*. Each round times, for every target in turn (ABBA order for
+two), one engine block of ``k`` calls (``k`` calibrated so a block lasts ``block_s``, as the
+engine does) and then ``k`` single calls. The blocks give a block median measured beside the
+single calls, under the same conditions: the timer-cost correction is checked against it
+(:attr:`PerCallSamples.block_median`). A round whose block or single calls were preempted
+(thread CPU time below :data:`~pytest_ortperf.measure.PREEMPTED_BELOW` of the wall time,
+looked for only with ``watch_cpu``) is left out of every target, as the engine does: the
+tails are those of the model's own work on an undisturbed thread, not of the neighbours'.
+
+Rounds go on until every target has ``min_calls`` clean single calls and the budget is
+spent, or ``max_calls`` are reached, or the hard cap ``cap_budgets * budget_s`` (plus the
+warm-up) has passed with at least two clean rounds taken.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pytest_ortperf.measure import NS, PREEMPTED_BELOW, Call, Clock, Engine, EngineConfig
+
+TIMER_PROBES = 2001
+"""Empty timings whose median is the timer's cost (taken before and after the rounds)."""
+
+
+def timer_cost_ns(clock: Clock = time.perf_counter_ns, probes: int = TIMER_PROBES) -> float:
+    """The timer's own cost in nanoseconds: the median of ``probes`` back-to-back empty
+    timings ``t0 = clock(); t1 = clock()`` (the very statements that frame a timed call)."""
+    if probes < 1:
+        raise ValueError(f"probes must be >= 1, got {probes}")
+    spans = [0] * probes
+    for i in range(probes):
+        t0 = clock()
+        t1 = clock()
+        spans[i] = t1 - t0
+    spans.sort()
+    return float(spans[probes // 2])
+
+
+@dataclass(frozen=True)
+class PerCallConfig:
+    """How long a per-call measurement runs (see the module docstring)."""
+
+    budget_s: float = 1.0
+    min_calls: int = 1000
+    max_calls: int = 20_000
+    cap_budgets: float = 5.0
+    block_s: float = 0.002
+    warmup_s: float = 0.1
+
+    def __post_init__(self) -> None:
+        if not self.budget_s > 0:
+            raise ValueError(f"budget_s must be positive, got {self.budget_s}")
+        if self.min_calls < 1:
+            raise ValueError(f"min_calls must be >= 1, got {self.min_calls}")
+        if self.max_calls < self.min_calls:
+            raise ValueError(
+                f"max_calls ({self.max_calls}) must be >= min_calls ({self.min_calls})"
+            )
+
+    @classmethod
+    def from_engine(cls, config: EngineConfig, **changes: float | int) -> PerCallConfig:
+        """The engine's budget, block duration and warm-up bound; ``changes`` override."""
+        values: dict[str, float | int] = {
+            "budget_s": config.budget_s,
+            "block_s": config.block_s,
+            "warmup_s": config.warmup_s,
+        }
+        values.update(changes)
+        return cls(**values)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class PerCallSamples:
+    """One target's single calls and blocks.
+
+    ``calls_ns`` are the raw single-call timings in nanoseconds (timer included), in rounds
+    of ``calls_per_round``; ``blocks`` the seconds per call of the block of each kept round
+    (``calls_per_block`` calls); ``timer_ns`` the timer's cost; ``preempted`` the rounds
+    left out (all kept, ``preempted_kept``, when fewer than two were clean)."""
+
+    calls_ns: tuple[int, ...]
+    calls_per_round: int
+    blocks: tuple[float, ...]
+    calls_per_block: int
+    timer_ns: float
+    preempted: int = 0
+    watched: bool = False
+    preempted_kept: bool = False
+
+
+def measure_per_call(
+    calls: Sequence[Call],
+    *,
+    config: PerCallConfig | None = None,
+    watch_cpu: bool = True,
+    clock: Clock = time.perf_counter_ns,
+    cpu_clock: Clock | None = None,
+) -> list[PerCallSamples]:
+    """Single calls and blocks of each of ``calls``, interleaved in rounds (module
+    docstring). ``cpu_clock`` defaults to ``thread_time_ns`` beside the default clock."""
+    if not calls:
+        raise ValueError("measure_per_call needs at least one call")
+    cfg = config or PerCallConfig()
+    if cpu_clock is None:
+        cpu_clock = time.thread_time_ns if clock is time.perf_counter_ns else clock
+    engine = Engine(
+        EngineConfig(budget_s=cfg.budget_s, block_s=cfg.block_s, warmup_s=cfg.warmup_s),
+        clock,
+        cpu_clock,
+    )
+    timer_before = timer_cost_ns(clock)
+    ks = [engine.warm_up(call)[0] for call in calls]
+    singles: list[list[int]] = [[] for _ in calls]
+    blocks: list[list[float]] = [[] for _ in calls]
+    hit: list[bool] = []
+    start = clock()
+    cap = start + round((cfg.cap_budgets * cfg.budget_s) / NS)
+    order = list(range(len(calls)))
+    while True:
+        rounds = len(hit)
+        clean = rounds - sum(hit)
+        now = clock()
+        enough = min(clean * k for k in ks) >= cfg.min_calls and (now - start) * NS >= cfg.budget_s
+        full = min(clean * k for k in ks) >= cfg.max_calls
+        if rounds >= 2 and clean >= 2 and (enough or full or now >= cap):
+            break
+        if rounds >= 2 and now >= cap + round(cfg.cap_budgets * cfg.budget_s / NS):
+            break  # never clean: give up at twice the cap, keeping every round
+        if len(calls) == 2 and rounds % 2:
+            order = [1, 0]
+        elif len(calls) == 2:
+            order = [0, 1]
+        interrupted = False
+        for i in order:
+            per_call, block_hit = engine.timed_block(calls[i], ks[i], watch_cpu)
+            blocks[i].append(per_call)
+            single_hit = _time_singles(calls[i], ks[i], singles[i], clock, cpu_clock, watch_cpu)
+            interrupted = interrupted or block_hit or single_hit
+        hit.append(interrupted)
+    timer = (timer_before + timer_cost_ns(clock)) / 2
+    dropped = sum(hit)
+    keep_all = len(hit) - dropped < 2
+    out = []
+    for i, k in enumerate(ks):
+        kept_rounds = [r for r, h in enumerate(hit) if keep_all or not h]
+        out.append(
+            PerCallSamples(
+                calls_ns=tuple(x for r in kept_rounds for x in singles[i][r * k : (r + 1) * k]),
+                calls_per_round=k,
+                blocks=tuple(blocks[i][r] for r in kept_rounds),
+                calls_per_block=k,
+                timer_ns=timer,
+                preempted=dropped,
+                watched=watch_cpu,
+                preempted_kept=keep_all and dropped > 0,
+            )
+        )
+    return out
+
+
+def _time_singles(
+    call: Call, m: int, out: list[int], clock: Clock, cpu_clock: Clock, watch_cpu: bool
+) -> bool:
+    """Time ``m`` calls one by one into ``out``; whether the run of them was preempted."""
+    c0 = cpu_clock() if watch_cpu else 0
+    w0 = clock()
+    for _ in range(m):
+        t0 = clock()
+        call()
+        t1 = clock()
+        out.append(t1 - t0)
+    wall = clock() - w0
+    if not watch_cpu:
+        return False
+    return cpu_clock() - c0 < PREEMPTED_BELOW * wall
+
+
+def smoke_per_call(call: Call, clock: Clock = time.perf_counter_ns) -> PerCallSamples:
+    """One timed call (plain ``pytest``): no measurement."""
+    t0 = clock()
+    call()
+    span = clock() - t0
+    return PerCallSamples((span,), 1, (span * NS,), 1, 0.0)

@@ -1,0 +1,120 @@
+"""Throughput under concurrency: ``N`` Python threads calling at once, calls per second.
+
+ORT's ``run`` releases the GIL while it computes, so ``N`` threads calling one session (or
+one session each) run ``N`` inferences at once, up to the cores there are. Each level of
+concurrency runs for a while: the threads warm up, meet at a barrier, then call in a loop,
+timing every call, until told to stop; the level's throughput is the calls completed over
+the window from the first thread's start to the last thread's last call (so no call is
+counted outside the window). Levels are taken in rounds, in forward then reverse order,
+so slow drift of the machine hits every level alike.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from pytest_ortperf.measure import NS, Call, Clock
+
+WARM_CALLS = 3
+"""Calls each thread makes before the barrier (first runs, per-thread arenas)."""
+
+
+@dataclass(frozen=True)
+class LevelRun:
+    """One timed window of one level: calls completed, its seconds, every call's ns."""
+
+    concurrency: int
+    calls: int
+    seconds: float
+    latencies_ns: tuple[int, ...]
+
+
+class ThroughputError(RuntimeError):
+    """A calling thread raised: the message names the level and the thread."""
+
+
+def run_level(
+    calls: Sequence[Call],
+    seconds: float,
+    *,
+    clock: Clock = time.perf_counter_ns,
+    warm: int = WARM_CALLS,
+) -> LevelRun:
+    """``len(calls)`` threads, thread ``i`` calling ``calls[i]`` for about ``seconds``."""
+    n = len(calls)
+    if n < 1:
+        raise ValueError("a level needs at least one call")
+    barrier = threading.Barrier(n + 1)
+    stop = threading.Event()
+    starts = [0] * n
+    ends = [0] * n
+    counts = [0] * n
+    spans: list[list[int]] = [[] for _ in range(n)]
+    errors: list[tuple[int, BaseException]] = []
+
+    def worker(i: int) -> None:
+        call, out = calls[i], spans[i]
+        try:
+            for _ in range(warm):
+                call()
+        except BaseException as exc:  # reported by the caller, never lost in a thread
+            errors.append((i, exc))
+            barrier.abort()
+            return
+        try:
+            barrier.wait()
+        except threading.BrokenBarrierError:
+            return
+        try:
+            t = starts[i] = clock()
+            while not stop.is_set():
+                t0 = t
+                call()
+                t = clock()
+                out.append(t - t0)
+            ends[i] = t
+            counts[i] = len(out)
+        except BaseException as exc:
+            errors.append((i, exc))
+
+    threads = [threading.Thread(target=worker, args=(i,), daemon=True) for i in range(n)]
+    for thread in threads:
+        thread.start()
+    try:
+        barrier.wait()
+        time.sleep(seconds)
+    except threading.BrokenBarrierError:
+        pass
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join()
+    if errors:
+        i, exc = errors[0]
+        raise ThroughputError(f"thread {i} of {n} raised {type(exc).__name__}: {exc}") from exc
+    window = max(ends) - min(starts)
+    return LevelRun(n, sum(counts), window * NS, tuple(x for s in spans for x in s))
+
+
+def measure_levels(
+    calls_for: Callable[[int], Sequence[Call]],
+    levels: Sequence[int],
+    *,
+    seconds: float,
+    rounds: int = 3,
+    clock: Clock = time.perf_counter_ns,
+) -> dict[int, list[LevelRun]]:
+    """Each level's windows: ``rounds`` of ``seconds / rounds`` each, levels in forward then
+    reverse order by round. ``calls_for(n)`` gives the ``n`` calls of level ``n`` (built
+    once per level)."""
+    if rounds < 1:
+        raise ValueError(f"rounds must be >= 1, got {rounds}")
+    prepared = {n: calls_for(n) for n in levels}
+    runs: dict[int, list[LevelRun]] = {n: [] for n in levels}
+    for r in range(rounds):
+        for n in levels if r % 2 == 0 else list(reversed(levels)):
+            runs[n].append(run_level(prepared[n], seconds / rounds, clock=clock))
+    return runs

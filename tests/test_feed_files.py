@@ -1,0 +1,218 @@
+"""Recorded inputs: ONNX test-data folders, .npz, .npy and .pb files round-trip exactly,
+mismatches are clear errors naming the file, several sets rotate through the timed calls."""
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, numpy_helper
+from onnx import helper as oh
+
+from pytest_ortperf import models
+from pytest_ortperf.feed_files import FeedPool, load_feeds, rotating, write_data_set
+from pytest_ortperf.feeds import FeedError, input_specs
+from pytest_ortperf.measure import Engine, EngineConfig
+from pytest_ortperf.ort_session import OrtSession
+from pytest_ortperf.recorder import Recorder
+
+TYPES = {
+    "f": (TensorProto.FLOAT, np.float32),
+    "h": (TensorProto.FLOAT16, np.float16),
+    "i": (TensorProto.INT64, np.int64),
+    "b": (TensorProto.BOOL, np.bool_),
+    "u": (TensorProto.UINT8, np.uint8),
+}
+
+
+def identity_model() -> onnx.ModelProto:
+    """One Identity per dtype of :data:`TYPES`, inputs ``[N, 3]``."""
+    nodes = [oh.make_node("Identity", [k], [f"{k}_out"]) for k in TYPES]
+    graph = oh.make_graph(
+        nodes,
+        "identities",
+        [oh.make_tensor_value_info(k, t, ["N", 3]) for k, (t, _) in TYPES.items()],
+        [oh.make_tensor_value_info(f"{k}_out", t, ["N", 3]) for k, (t, _) in TYPES.items()],
+    )
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)], ir_version=9)
+
+
+@pytest.fixture(scope="module")
+def session():
+    return OrtSession.create(identity_model(), name="identities")
+
+
+def random_set(seed, rows=2):
+    rng = np.random.default_rng(seed)
+    return {
+        "f": rng.standard_normal((rows, 3)).astype(np.float32),
+        "h": rng.standard_normal((rows, 3)).astype(np.float16),
+        "i": rng.integers(-(2**40), 2**40, (rows, 3), dtype=np.int64),
+        "b": rng.integers(0, 2, (rows, 3)).astype(np.bool_),
+        "u": rng.integers(0, 256, (rows, 3), dtype=np.uint8),
+    }
+
+
+def write_with_numpy_helper(folder, feeds, *, named=True):
+    folder.mkdir(parents=True)
+    for index, (name, value) in enumerate(feeds.items()):
+        tensor = numpy_helper.from_array(value, name if named else "")
+        (folder / f"input_{index}.pb").write_bytes(tensor.SerializeToString())
+
+
+def assert_same(got, want):
+    assert list(got) == list(want)
+    for name in want:
+        assert got[name].dtype == want[name].dtype
+        np.testing.assert_array_equal(got[name], want[name])
+
+
+def test_test_data_sets_round_trip_exactly_and_make_a_pool(tmp_path, session):
+    sets = [random_set(seed, rows=seed + 1) for seed in range(3)]
+    for i, feeds in enumerate(sets):
+        write_with_numpy_helper(tmp_path / f"test_data_set_{i}", feeds)
+    pool = load_feeds(input_specs(session.sess), tmp_path, model="identities")
+    assert isinstance(pool, FeedPool) and len(pool.sets) == 3
+    for got, want in zip(pool.sets, sets, strict=True):
+        assert_same(got, want)
+    assert_same(dict(pool), sets[0])  # a pool is a dict of its first set
+    assert pool.sources[2].endswith("test_data_set_2")
+    outputs = session.run(pool.sets[1])
+    for out, name in zip(outputs, TYPES, strict=True):
+        np.testing.assert_array_equal(out, sets[1][name])
+
+
+def test_one_data_set_unnamed_tensors_npz_and_npy(tmp_path, session):
+    specs = input_specs(session.sess)
+    feeds = random_set(7)
+    write_with_numpy_helper(tmp_path / "test_data_set_0", feeds, named=False)
+    one = load_feeds(specs, tmp_path / "test_data_set_0")
+    assert not isinstance(one, FeedPool)  # one set is a plain dict
+    assert_same(one, feeds)
+    np.savez(tmp_path / "feeds.npz", **feeds)
+    assert_same(load_feeds(specs, tmp_path / "feeds.npz"), feeds)
+    lr = OrtSession.create(models.linear_regression())
+    x = np.arange(20, dtype=np.float32).reshape(2, 10)
+    np.save(tmp_path / "x.npy", x)
+    assert_same(load_feeds(input_specs(lr.sess), tmp_path / "x.npy"), {"X": x})
+    write_data_set(tmp_path / "single", {"X": x})
+    assert_same(load_feeds(input_specs(lr.sess), tmp_path / "single" / "input_0.pb"), {"X": x})
+    both = load_feeds(input_specs(lr.sess), [tmp_path / "x.npy", tmp_path / "single"])
+    assert isinstance(both, FeedPool) and len(both.sets) == 2
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (
+            lambda f: f.update(i=f["i"].astype(np.int32)),
+            r"input_2\.pb: input 'i' expects dtype int64",
+        ),
+        (
+            lambda f: f.update(b=np.ones((2, 4), np.bool_)),
+            r"input_3\.pb: input 'b': axis 1 must be 3",
+        ),
+        (lambda f: f.update(u=np.ones(3, np.uint8)), r"input_4\.pb: input 'u' expects rank 2"),
+    ],
+    ids=["dtype", "shape", "rank"],
+)
+def test_a_wrong_file_is_an_error_naming_it(tmp_path, session, change, message):
+    feeds = random_set(1)
+    change(feeds)
+    write_with_numpy_helper(tmp_path / "test_data_set_0", feeds)
+    with pytest.raises(FeedError, match=message) as info:
+        load_feeds(input_specs(session.sess), tmp_path)
+    assert str(tmp_path / "test_data_set_0") in str(info.value)
+
+
+def test_names_that_do_not_match_are_errors_naming_the_file(tmp_path, session):
+    specs = input_specs(session.sess)
+    feeds = random_set(2)
+    feeds["F"] = feeds.pop("f")
+    write_with_numpy_helper(tmp_path / "a", feeds)
+    with pytest.raises(FeedError, match=r"names input\(s\) 'F' \(.*a/input_4\.pb\) that "):
+        load_feeds(specs, tmp_path / "a", model="identities")
+    del feeds["F"]
+    np.savez(tmp_path / "short.npz", **feeds)
+    with pytest.raises(FeedError, match=r"short\.npz: lacks input\(s\) \['f'\] of identities"):
+        load_feeds(specs, tmp_path / "short.npz", model="identities")
+
+
+def test_unreadable_and_missing_sources(tmp_path, session):
+    specs = input_specs(session.sess)
+    bad = tmp_path / "test_data_set_0"
+    bad.mkdir()
+    (bad / "input_0.pb").write_bytes(b"\xff\xff not protobuf")
+    with pytest.raises(FeedError, match=r"input_0\.pb: not a serialized onnx TensorProto"):
+        load_feeds(specs, tmp_path)
+    with pytest.raises(FeedError, match=r"recorded inputs not found: .*nowhere"):
+        load_feeds(specs, tmp_path / "nowhere")
+    (tmp_path / "feeds.csv").write_text("1,2")
+    with pytest.raises(FeedError, match=r"feeds\.csv: cannot read inputs from a \.csv file"):
+        load_feeds(specs, tmp_path / "feeds.csv")
+    np.save(tmp_path / "one.npy", np.ones((1, 3), np.float32))
+    with pytest.raises(FeedError, match=r"one\.npy: one array, but the model has 5 inputs"):
+        load_feeds(specs, tmp_path / "one.npy")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(FeedError, match=r"holds no input_N\.pb files"):
+        load_feeds(specs, empty)
+
+
+def test_a_pool_rotates_through_the_timed_calls(tmp_path):
+    lr = OrtSession.create(models.linear_regression())
+    xs = [np.full((1, 10), float(i), np.float32) for i in range(3)]
+    for i, x in enumerate(xs):
+        write_data_set(tmp_path / f"test_data_set_{i}", {"X": x})
+    pool = load_feeds(input_specs(lr.sess), tmp_path)
+    rec = Recorder(test="t", measured=False, engine=Engine(EngineConfig()), user_properties=[])
+    call = rec._calls(lr, pool, "run")[0]
+    seen = [float(call()[0][0, 0]) for _ in range(4)]
+    expected = [float(lr.run({"X": x})[0][0, 0]) for x in (*xs, xs[0])]
+    assert seen == expected and len(set(seen)) == 3
+
+
+def test_rotating_one_call_is_the_call_itself():
+    def f():
+        return 1
+
+    assert rotating([f]) is f
+
+
+INNER = """
+import numpy as np
+from pytest_ortperf import models
+
+
+def test_recorded(ort_session, ort_feeds, ortperf):
+    s = ort_session(models.linear_regression())
+    feeds = ort_feeds(s, from_path="inputs")
+    assert len(feeds.sets) == 2
+    ortperf.latency(s, feeds, name="lr")
+
+
+def test_wrong(ort_session, ort_feeds):
+    s = ort_session(models.linear_regression())
+    ort_feeds(s, from_path="wrong.npz")
+
+
+def test_mixed(ort_session, ort_feeds):
+    s = ort_session(models.linear_regression())
+    ort_feeds(s, from_path="inputs", seed=3)
+"""
+
+
+def test_the_fixture_loads_recorded_inputs_and_fails_clearly(pytester):
+    pytester.makepyfile(test_inputs=INNER)
+    for i in range(2):
+        write_data_set(
+            pytester.path / "inputs" / f"test_data_set_{i}", {"X": np.ones((i + 1, 10), np.float32)}
+        )
+    np.savez(pytester.path / "wrong.npz", X=np.ones((1, 10), np.float64))
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1, failed=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*FeedError: *wrong.npz: input 'X' expects dtype float32 (tensor(float)), got float64",
+            "*TypeError: ort_feeds(from_path=...) loads recorded inputs as they are; seed= apply*",
+        ]
+    )
+    assert "INTERNALERROR" not in result.stdout.str()
