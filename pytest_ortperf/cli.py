@@ -17,8 +17,11 @@ import os
 import re
 import shutil
 import sys
+import time
 import traceback
-from collections.abc import Callable, Sequence
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -32,6 +35,7 @@ from pytest_ortperf.units import (
     format_metric,
     format_ratio_interval,
     format_seconds,
+    match_machine,
     parse_fraction,
     threshold_problem,
 )
@@ -41,6 +45,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from pytest_ortperf.feeds import InputSpec
+    from pytest_ortperf.results import Comparison
 
 EXIT_OK = 0
 EXIT_REGRESSED = 1
@@ -201,17 +206,17 @@ ROOT_MARKERS = ("pyproject.toml", "pytest.ini", "setup.cfg", "tox.ini", ".git")
 the default store checks such a directory and goes no higher."""
 
 
-def find_store(start: Path) -> tuple[Path | None, list[Path]]:
-    """The default store (``DEFAULT_STORE``) nearest ``start``: looked for in ``start``,
-    then each parent, up to the first directory holding a :data:`ROOT_MARKERS` file (checked
-    too) or the filesystem root. Returns the store (None when there is none) and the
-    directories searched."""
+def find_store(start: Path, relative: str | None = None) -> tuple[Path | None, list[Path]]:
+    """The default store (``DEFAULT_STORE``, or the ``relative`` path given) nearest
+    ``start``: looked for in ``start``, then each parent, up to the first directory holding
+    a :data:`ROOT_MARKERS` file (checked too) or the filesystem root. Returns the store
+    (None when there is none) and the directories searched."""
     from pytest_ortperf.store import DEFAULT_STORE
 
     searched = []
     for directory in [start, *start.parents]:
         searched.append(directory)
-        candidate = directory / DEFAULT_STORE
+        candidate = directory / (relative or DEFAULT_STORE)
         if candidate.exists():
             return candidate, searched
         if any((directory / marker).exists() for marker in ROOT_MARKERS):
@@ -257,6 +262,10 @@ def cmd_history(args: argparse.Namespace) -> int:
         name=args.name,
         include_interrupted=args.include_interrupted,
     )
+    if args.branch is not None:
+        frame = frame[frame["branch"] == args.branch]
+    if args.machine is not None:
+        frame = frame[frame["fingerprint"] == machine_class(frame, args.machine)]
     if frame.empty:
         print("no stored measurements match", file=sys.stderr)
         return EXIT_OK
@@ -266,6 +275,15 @@ def cmd_history(args: argparse.Namespace) -> int:
         blocks.append(_history_block(tuple(str(k) for k in key), series))
     print("\n\n".join(blocks))
     return EXIT_OK
+
+
+def machine_class(frame: pd.DataFrame, prefix: str) -> str:
+    """The machine class (``fingerprint``) of ``frame`` that ``prefix`` starts; a prefix
+    that matches none, or several, is a UsageError listing the classes."""
+    try:
+        return match_machine(prefix, frame["fingerprint"].dropna())
+    except ValueError as exc:
+        raise UsageError(f"--machine: {exc}") from None
 
 
 def _history_block(key: tuple[str, ...], series: pd.DataFrame) -> str:
@@ -292,6 +310,95 @@ def _history_block(key: tuple[str, ...], series: pd.DataFrame) -> str:
         )
     title = f"{test}  [{name}]  {kind} via {api}: change of the {what}"
     return escape_control(title) + "\n" + table(headers, rows)
+
+
+def cmd_changes(args: argparse.Namespace) -> int:
+    from itertools import groupby
+
+    from pytest_ortperf.files import write_atomic
+    from pytest_ortperf.gating.changes import MIN_CHANGE
+    from pytest_ortperf.gating.history_changes import history_changes
+    from pytest_ortperf.store import list_runs
+
+    min_change = MIN_CHANGE if args.min_change is None else args.min_change
+    store = _store(args)
+    machine = None
+    if args.machine is not None:
+        machine = machine_class(list_runs(store), args.machine)
+    target = Path(args.json) if args.json else None
+    if target is not None and not target.parent.is_dir():
+        raise UsageError(f"cannot write {target}: no directory {target.parent}")
+    found = history_changes(
+        store, branch=args.branch, machine=machine, test=args.test, min_change=min_change
+    )
+    if target is not None:
+        try:
+            write_atomic(target, json.dumps([_change_json(c) for c in found], indent=1) + "\n")
+        except OSError as exc:
+            raise UsageError(f"cannot write {target}: {_why(exc)}") from None
+        print(f"wrote {len(found)} change points to {target}", file=sys.stderr)
+    if not found:
+        where = "".join(
+            f" {what} {value!r}"
+            for what, value in (("on branch", args.branch), ("on machine class", machine))
+            if value is not None
+        )
+        print(
+            f"no change points of {min_change:.1%} or more in the stored history{where}",
+            file=sys.stderr,
+        )
+        return EXIT_OK
+    headers = ["first run after", "commit", "started (UTC)", "before -> after", "change"]
+    blocks = []
+    machine_seen = None
+    for (label, key), group in groupby(found, key=lambda c: (c.machine, c.key)):
+        changes = list(group)
+        test, name, kind, api = key
+        metric = "ratio" if kind == "compare" else "latency"
+        rows = []
+        for c in changes:
+            step = c.change
+            way = "slower" if step.direction == "up" else "faster"
+            rows.append(
+                [
+                    str(step.run_id),
+                    (step.commit or "-")[:8],
+                    c.started[:16].replace("T", " ") or "-",
+                    f"{format_metric(metric, step.before)} -> {format_metric(metric, step.after)}",
+                    f"{format_change(step.change)} ({way})",
+                ]
+            )
+        head = f"{test}  [{name}]  {kind} via {api}, {changes[0].runs} runs"
+        head = escape_control(head)
+        if label != machine_seen:
+            machine_seen = label
+            head = f"== {escape_control(label)} ==\n{head}"
+        blocks.append(head + "\n" + table(headers, rows))
+    print("\n\n".join(blocks))
+    return EXIT_OK
+
+
+def _change_json(c: Any) -> dict[str, Any]:
+    """A change point of ``ortperf changes --json``."""
+    step = c.change
+    return {
+        "machine_class": c.fingerprint,
+        "machine": c.machine,
+        "test": c.test,
+        "name": c.name,
+        "kind": c.kind,
+        "api": c.api,
+        "run_id": step.run_id,
+        "commit": step.commit,
+        "started": c.started,
+        "before": step.before,
+        "after": step.after,
+        "change": step.change,
+        "direction": step.direction,
+        "runs_before": step.runs_before,
+        "runs_after": step.runs_after,
+        "runs": c.runs,
+    }
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
@@ -526,6 +633,70 @@ def cmd_export(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_machines(args: argparse.Namespace) -> int:
+    from pytest_ortperf.store import list_runs
+    from pytest_ortperf.units import machine_label
+
+    frame = list_runs(_store(args))
+    frame = frame[~frame["interrupted"].astype(bool)]
+    if frame.empty:
+        print("the store holds no complete runs", file=sys.stderr)
+        return EXIT_OK
+    headers = ["machine class", "runs", "branches", "first seen", "last seen", "last commit"]
+    rows = []
+    groups = frame.fillna({"fingerprint": "-"}).groupby("fingerprint", sort=False)
+    for fingerprint, group in groups:
+        last = group.iloc[-1]
+        branches = sorted({str(b) for b in group["branch"].dropna()})
+        label = machine_label(None if fingerprint == "-" else str(fingerprint),
+                              last["cpu_model"], last["cores"])  # fmt: skip
+        rows.append(
+            [
+                label,
+                str(len(group)),
+                ", ".join(branches) or "-",
+                _fmt_when(group["started"].iloc[0]),
+                _fmt_when(last["started"]),
+                _fmt_commit(last),
+            ]
+        )
+    rows.sort(key=lambda row: row[4], reverse=True)  # the most recently seen first
+    print(table(headers, rows, width=terminal_width()))
+    return EXIT_OK
+
+
+def _spool_dir(args: argparse.Namespace) -> Path:
+    """``--spool``, else ``$ORTPERF_SPOOL``, else the nearest ``.ortperf/spool`` from the
+    current directory upward (as :func:`find_store` finds the store)."""
+    from pytest_ortperf.spool import DEFAULT_SPOOL, SPOOL_ENV, resolve_spool
+
+    if args.spool or os.environ.get(SPOOL_ENV, "").strip():
+        return resolve_spool(args.spool, Path.cwd())
+    found, _ = find_store(Path.cwd(), DEFAULT_SPOOL)
+    return found if found is not None else Path.cwd() / DEFAULT_SPOOL
+
+
+def cmd_sync(args: argparse.Namespace) -> int:
+    from pytest_ortperf.spool import pending, sync
+
+    directory = _spool_dir(args)
+    if not pending(directory):
+        print(f"nothing to sync: no spooled runs in {directory}")
+        return EXIT_OK
+    done = sync(_store(args), directory, any_store=args.any_store)
+    for path, run_id in done.written:
+        print(f"{path.name}: stored as run {run_id}")
+    for path, meant in done.other_store:
+        print(f"{path.name}: left for {meant} (--any-store writes it here)", file=sys.stderr)
+    for _path, why in done.damaged:
+        print(f"ortperf: left as it was: {why}", file=sys.stderr)
+    n = len(done.written)
+    print(f"{n} spooled run{'' if n == 1 else 's'} written")
+    if done.error is not None:
+        raise UsageError(f"{done.error}; the other spooled runs stay for the next sync")
+    return EXIT_USAGE if done.damaged else EXIT_OK
+
+
 def cmd_prune(args: argparse.Namespace) -> int:
     from pytest_ortperf.store import prune
 
@@ -606,8 +777,84 @@ def _add_history(sub: Subparsers, common: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--last", type=_positive_int, default=10, metavar="K", help="last K runs (default 10)"
     )
+    p.add_argument("--branch", help="only runs on this git branch")
+    p.add_argument(
+        "--machine",
+        metavar="CLASS",
+        help="only runs on this machine class: its fingerprint or a prefix of it "
+        "(`ortperf machines` lists them)",
+    )
     _add_include_interrupted(p)
     p.set_defaults(func=cmd_history)
+
+
+def _add_changes(sub: Subparsers, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser(
+        "changes",
+        parents=[common],
+        help="steps in the history of each measurement, per machine class",
+        description="Find the steps (change points) in the stored history of each "
+        "measurement on each machine class: a penalized piecewise-constant fit of the "
+        "per-run medians (latencies) or ratios (comparisons), oldest run first, that "
+        "ignores single outliers. Each step names the first run after it and its commit, "
+        "the level before and after, and the change. Informational: exits 0.",
+    )
+    p.add_argument("test", nargs="?", help="only tests whose node id contains this text")
+    p.add_argument("--branch", help="only runs on this git branch")
+    p.add_argument(
+        "--machine",
+        metavar="CLASS",
+        help="only this machine class: its fingerprint or a prefix of it "
+        "(`ortperf machines` lists them)",
+    )
+    p.add_argument(
+        "--min-change",
+        type=_fraction,
+        default=None,
+        metavar="FRACTION",
+        help="smallest step reported, 0.05 or 5%% (default 2%%)",
+    )
+    p.add_argument("--json", metavar="FILE", help="also write the change points as JSON")
+    p.set_defaults(func=cmd_changes)
+
+
+def _add_machines(sub: Subparsers, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser(
+        "machines",
+        parents=[common],
+        help="the machine classes that stored runs, with run counts and when last seen",
+        description="List the machine classes of the stored complete runs: the hardware "
+        "fingerprint (CPU model, cores, memory, OS, architecture) with the CPU in words, "
+        "how many runs each stored, on which branches, and when each was first and last "
+        "seen. Give a class (or a prefix of it) to `ortperf history --machine`.",
+    )
+    p.set_defaults(func=cmd_machines)
+
+
+def _add_sync(sub: Subparsers, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser(
+        "sync",
+        parents=[common],
+        help="write the runs spooled while the store was unreachable",
+        description="Write the runs that `pytest --ortperf` spooled because the store could "
+        "not be written (a database server down or unreachable) to the store, oldest first, "
+        "each exactly once (runs carry a uid made when they started), removing each spool "
+        "file once its run is stored. Runs spooled for another store are left unless "
+        "--any-store. Exit 0 when every run was written, 2 when the store failed (the "
+        "files stay) or a spool file is damaged.",
+    )
+    p.add_argument(
+        "--spool",
+        metavar="DIR",
+        help="the spool directory (default: $ORTPERF_SPOOL, else the nearest .ortperf/spool "
+        "from the current directory up to the project root)",
+    )
+    p.add_argument(
+        "--any-store",
+        action="store_true",
+        help="also write runs spooled for another store (say, the database moved)",
+    )
+    p.set_defaults(func=cmd_sync)
 
 
 def _add_include_interrupted(p: argparse.ArgumentParser) -> None:
@@ -961,6 +1208,274 @@ def _add_profile(sub: Subparsers, common: argparse.ArgumentParser) -> None:
     p.set_defaults(func=cmd_profile)
 
 
+@dataclass(frozen=True)
+class ABResult:
+    """An A/B of two environments on one model: the comparison (ratio B/A), its verdict
+    without baseline, and what changed in the optimized graphs and the profiles."""
+
+    a: str
+    b: str
+    versions: tuple[str, str]
+    comparison: Comparison
+    verdict: Verdict
+    histograms: tuple[dict[str, int], dict[str, int]]
+    structure: tuple[str, ...]
+    """One line per op type whose count differs in the optimized graphs, fusions named."""
+    profile: tuple[str, ...]
+    """Per-op-type profile difference A -> B (empty when not profiled)."""
+
+    @property
+    def regressed(self) -> bool:
+        return self.verdict.outcome is Outcome.REGRESSED
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "a": {"environment": self.a, "onnxruntime": self.versions[0],
+                  "op_histogram": self.histograms[0]},
+            "b": {"environment": self.b, "onnxruntime": self.versions[1],
+                  "op_histogram": self.histograms[1]},
+            "comparison": self.comparison.to_dict(),
+            "verdict": self.verdict.to_dict(),
+            "structure": list(self.structure),
+            "profile": list(self.profile),
+        }  # fmt: skip
+
+    def lines(self) -> list[str]:
+        """The report in words: versions, ratio and interval, verdict, outputs, graphs,
+        profiles."""
+        from pytest_ortperf.units import format_ratio_interval
+
+        c = self.comparison
+        a, b = self.versions
+        out = [
+            f"A: {self.a} (onnxruntime {a}), median {format_seconds(c.reference.median)}",
+            f"B: {self.b} (onnxruntime {b}), median {format_seconds(c.candidate.median)}",
+            f"B / A: {format_ratio_interval(c.ratio, c.low, c.high)} "
+            f"({c.confidence:.0%} interval, {len(c.block_ratios)} block pairs)",
+            f"verdict: {self.verdict.message}",
+        ]
+        if c.output_diffs:
+            worst = max(c.output_diffs, key=lambda d: d.max_abs)
+            out.append(
+                f"outputs agree: {len(c.output_diffs)} compared, largest difference "
+                f"{worst.max_abs:.3g} abs, {worst.max_rel:.3g} rel ({worst.output})"
+            )
+        if self.structure:
+            out.append("optimized graphs differ, A -> B:")
+            out += [f"  {line}" for line in self.structure]
+        else:
+            nodes = sum(self.histograms[0].values())
+            what = "node" if nodes == 1 else "nodes"
+            out.append(f"optimized graphs: same op types and counts ({nodes} {what})")
+        if self.profile:
+            out.append("profiles, A -> B (taken in each worker, outside the timed runs):")
+            out += [f"  {line}" for line in self.profile]
+        return out
+
+
+def ab(
+    model: Any,
+    a: str | os.PathLike[str] | Sequence[str],
+    b: str | os.PathLike[str] | Sequence[str],
+    *,
+    dims: Mapping[str, int] | None = None,
+    shapes: Mapping[str, Sequence[int]] | None = None,
+    feeds: Mapping[str, Any] | None = None,
+    providers: Sequence[str] | None = None,
+    threads: int = 1,
+    budget_s: float = 2.0,
+    threshold: float = 0.05,
+    alpha: float = 0.01,
+    api: str = "iobinding",
+    atol: float = 1e-4,
+    rtol: float = 1e-3,
+    profile_runs: int = 20,
+    seed: int = 0,
+    cache: Path | None = None,
+    timeout_s: float = 60.0,
+) -> ABResult:
+    """A/B of ``model`` in environments ``a`` and ``b`` (requirements or interpreter
+    paths): feeds generated once here (or ``feeds``) and sent to both, outputs checked,
+    blocks interleaved in ABBA order for ``budget_s``, the ratio B/A judged against
+    ``threshold`` without baseline, the optimized graphs' op types and the profiles of
+    both compared (profiles outside the timed runs; ``profile_runs=0``: none). What
+    ``ortperf ab`` runs; ``timeout_s`` bounds each wait for a worker's answer."""
+    import contextlib
+
+    from pytest_ortperf.feeds import make_feeds
+    from pytest_ortperf.gating.ab import histogram_changes, judge_ab
+    from pytest_ortperf.measure import EngineConfig
+    from pytest_ortperf.recorder import (
+        check_outputs_ab,
+        measure_ab,
+        profile_lines,
+        profile_runs_for,
+    )
+    from pytest_ortperf.remote import RemoteEnvironment
+
+    model_bytes = model if isinstance(model, bytes) else None
+    if model_bytes is None:
+        from pytest_ortperf.ort_session import load_model_bytes
+
+        model_bytes, label = load_model_bytes(model)
+    else:
+        label = "<bytes>"
+    with contextlib.ExitStack() as stack:
+        envs = [
+            stack.enter_context(RemoteEnvironment(spec, cache=cache, timeout_s=timeout_s))
+            for spec in (a, b)
+        ]
+        kwargs = {"providers": providers, "threads": threads}
+        ref = envs[0].session(model_bytes, name=f"{label} [A]", **kwargs)  # type: ignore[arg-type]
+        cand = envs[1].session(model_bytes, name=f"{label} [B]", **kwargs)  # type: ignore[arg-type]
+        if feeds is None:
+            feeds = make_feeds(ref.get_inputs(), dims=dims, shapes=shapes, seed=seed)
+        what = f"A/B of {label}: onnxruntime {cand.version} (B) vs {ref.version} (A)"
+        diffs = check_outputs_ab(ref, cand, feeds, api=api, atol=atol, rtol=rtol, what=what)
+        config = EngineConfig(budget_s=budget_s)
+        result = measure_ab(
+            ref, cand, feeds, config=config, name=label, test="ortperf ab", api=api, diffs=diffs
+        )
+        verdict = judge_ab(result.block_ratios, threshold=threshold, alpha=alpha)
+        hists = (ref.op_histogram(), cand.op_histogram())
+        per_call = max(result.reference.median, result.candidate.median)
+        runs = profile_runs_for(per_call, profile_runs)
+        profile = profile_lines(ref, cand, feeds, runs=runs) if profile_runs else []
+        return ABResult(
+            envs[0].label, envs[1].label, (ref.version, cand.version), result, verdict,
+            hists, tuple(histogram_changes(*hists)), tuple(profile),
+        )  # fmt: skip
+
+
+def _load_npz(path: str) -> dict[str, Any]:
+    import numpy as np
+
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            return {name: data[name] for name in data.files}
+    except OSError as exc:
+        raise UsageError(f"--feeds {path}: {_why(exc)}") from None
+    except ValueError as exc:
+        raise UsageError(f"--feeds {path}: not a readable .npz of arrays: {exc}") from None
+
+
+def cmd_ab(args: argparse.Namespace) -> int:
+    from pytest_ortperf.environments import EnvironmentSetupError
+    from pytest_ortperf.feeds import FeedError
+    from pytest_ortperf.files import write_atomic
+    from pytest_ortperf.recorder import OutputMismatch
+    from pytest_ortperf.remote import WorkerError
+
+    target = Path(args.json) if args.json else None
+    for given in (args.json, args.html):
+        if given and not Path(given).parent.is_dir():
+            raise UsageError(f"cannot write {given}: no directory {Path(given).parent}")
+    started = time.time()
+    providers = [p.strip() for p in args.providers.split(",") if p.strip()] or None
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            result = ab(
+                args.model, args.a, args.b, dims=dict(args.dim), shapes=dict(args.shape),
+                feeds=_load_npz(args.feeds) if args.feeds else None, providers=providers,
+                threads=args.threads, budget_s=args.budget, threshold=args.threshold,
+                alpha=args.alpha, profile_runs=args.profile_runs,
+            )  # fmt: skip
+    except FeedError as exc:
+        raise UsageError(cli_spelling(str(exc))) from None
+    except (EnvironmentSetupError, WorkerError, OutputMismatch, ValueError) as exc:
+        raise UsageError(str(exc)) from None
+    for line in result.lines():
+        print(escape_control(line))
+    for warning in caught:
+        print(f"ortperf: warning: {escape_control(str(warning.message))}", file=sys.stderr)
+    if target is not None:
+        try:
+            write_atomic(target, json.dumps(result.to_dict(), indent=1) + "\n")
+        except OSError as exc:
+            raise UsageError(f"cannot write {target}: {_why(exc)}") from None
+        print(f"wrote the A/B to {target}", file=sys.stderr)
+    if args.html:
+        _write_ab_html(Path(args.html), result, started)
+    return EXIT_REGRESSED if result.regressed else EXIT_OK
+
+
+def _write_ab_html(target: Path, result: ABResult, started: float) -> None:
+    """The A/B as the HTML report of a run of its one comparison, its verdict and, as
+    notes, the versions, outputs, optimized graphs and profiles."""
+    from pytest_ortperf.env import collect_environment
+    from pytest_ortperf.files import write_atomic
+    from pytest_ortperf.reports.html import ReportInput, build_html
+    from pytest_ortperf.results import Judgement
+
+    record = result.comparison
+    data = ReportInput(
+        records=(record,),
+        judgements=(Judgement(record.test, record.name, (result.verdict,)),),
+        environment=collect_environment(),
+        started=started,
+        title=f"ortperf ab: {record.name}",
+        notes=tuple(result.lines()),
+        threshold=result.verdict.threshold,
+    )
+    try:
+        write_atomic(target, build_html(data))
+    except OSError as exc:
+        raise UsageError(f"cannot write {target}: {_why(exc)}") from None
+    print(f"wrote the report to {target}", file=sys.stderr)
+
+
+def _add_ab(sub: Subparsers, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser(
+        "ab",
+        help="A/B a model across two onnxruntime versions or environments",
+        description="Run MODEL in two environments (each a pip requirement such as "
+        "onnxruntime==1.31.1, created once in the cache ($ORTPERF_ENV_CACHE, default "
+        "~/.cache/pytest-ortperf/envs), or the path of a Python interpreter or venv), each in "
+        "a worker process, on the same random inputs; check that the outputs agree, time "
+        "blocks interleaved in ABBA order, and print the ratio B/A with its interval, the "
+        "op types of both optimized graphs and the per-op-type profile difference. Exit "
+        "status 1 when B is slower than A by more than the threshold.",
+    )
+    p.add_argument("model", help="path to the .onnx file")
+    p.add_argument("--a", required=True, metavar="REQ_OR_PATH", help="environment A (old)")
+    p.add_argument("--b", required=True, metavar="REQ_OR_PATH", help="environment B (new)")
+    p.add_argument(
+        "--dim", action="append", type=_dim, default=[], metavar="NAME=SIZE",
+        help="size of a symbolic dim, e.g. --dim batch=1 (repeatable)",
+    )  # fmt: skip
+    p.add_argument(
+        "--shape", action="append", type=_shape, default=[], metavar="INPUT=D1xD2...",
+        help="whole shape of an input, e.g. --shape x=1x3x224x224 (repeatable)",
+    )  # fmt: skip
+    p.add_argument("--feeds", metavar="FILE.npz", help="inputs from a .npz (one array per input)")
+    p.add_argument(
+        "--providers", default="", metavar="EP[,EP...]",
+        help="execution providers, comma-separated (default: CPUExecutionProvider)",
+    )  # fmt: skip
+    p.add_argument("--threads", type=_positive_int, default=1, help="intra-op threads (default 1)")
+    p.add_argument(
+        "--budget", type=float, default=2.0, metavar="S",
+        help="seconds of timed blocks, both arms together (default 2)",
+    )  # fmt: skip
+    p.add_argument(
+        "--threshold", type=_fraction, default=0.05, metavar="FRACTION",
+        help="largest slowdown of B tolerated, e.g. 5%% or 0.05 (default 5%%)",
+    )  # fmt: skip
+    p.add_argument(
+        "--alpha", type=_alpha, default=0.01,
+        help="one-sided significance of a regression (default 0.01)",
+    )  # fmt: skip
+    p.add_argument(
+        "--profile-runs", type=_positive_int, default=20, metavar="N",
+        help="profiled runs per profile, outside the timed ones; two profiles per "
+        "environment, the least disturbed kept (default 20; 0: no profiles)",
+    )  # fmt: skip
+    p.add_argument("--json", metavar="FILE", help="also write the A/B as JSON")
+    p.add_argument("--html", metavar="FILE.html", help="also write the A/B as an HTML report")
+    p.set_defaults(func=cmd_ab)
+
+
 COMMANDS: list[Callable[[Subparsers, argparse.ArgumentParser], None]] = [
     _add_history,
     _add_runs,
@@ -969,6 +1484,10 @@ COMMANDS: list[Callable[[Subparsers, argparse.ArgumentParser], None]] = [
     _add_prune,
     _add_report,
     _add_profile,
+    _add_machines,
+    _add_sync,
+    _add_changes,
+    _add_ab,
 ]
 
 

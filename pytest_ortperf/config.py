@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -12,7 +13,13 @@ from typing import Any
 import pytest
 
 from pytest_ortperf.gating.fingerprint import check_allowed
-from pytest_ortperf.gating.settings import LATENCY_MODES, GateSettings
+from pytest_ortperf.gating.settings import (
+    BASELINE_SOURCES,
+    LATENCY_MODES,
+    MIN_HISTORY_RUNS,
+    GateSettings,
+    HistorySettings,
+)
 from pytest_ortperf.measure import EngineConfig
 from pytest_ortperf.reports.writer import JSON_FORMATS, ReportFiles
 from pytest_ortperf.units import did_you_mean, parse_fraction, threshold_problem
@@ -108,6 +115,9 @@ class OrtperfConfig:
     budget_s: float = 1.0
     store: str | None = None
     gate: GateSettings = field(default_factory=GateSettings)
+    baseline: str = "files"
+    """Where baselines come from (:data:`~pytest_ortperf.gating.settings.BASELINE_SOURCES`)."""
+    history: HistorySettings = field(default_factory=HistorySettings)
 
     @classmethod
     def from_pytest(cls, config: pytest.Config) -> OrtperfConfig:
@@ -139,6 +149,7 @@ class OrtperfConfig:
             or config.getini("ortperf_store")
             or None  # then $ORTPERF_STORE, else the default (store.resolve_store)
         )
+        baseline, history = _history_settings(option_or_ini, update=update)
         return cls(
             enabled=update or bool(config.getoption("ortperf", False)),
             update=update,
@@ -152,6 +163,8 @@ class OrtperfConfig:
                 latency_mode=latency_mode,
                 fingerprint_ignore=ignore,
             ),
+            baseline=baseline,
+            history=history,
         )
 
     def engine_config(self, marker: dict[str, Any]) -> EngineConfig:
@@ -205,6 +218,56 @@ def _fingerprint_keys(value: Any, what: str) -> tuple[str, ...]:
         raise pytest.UsageError(f"{what}: {exc}") from None
 
 
+MAX_HISTORY_WINDOW = 1000
+"""The most runs a history baseline pools (a larger window is a typo, or a slow query)."""
+
+_MACHINE = re.compile(r"[0-9a-f]{4,12}")
+
+
+def _history_settings(
+    option_or_ini: Callable[[str], tuple[Any, str]], *, update: bool
+) -> tuple[str, HistorySettings]:
+    """``--ortperf-baseline`` and the ``--ortperf-history-*`` options, validated."""
+    value, what = option_or_ini("ortperf_baseline")
+    source = str(value).strip().lower()
+    if source not in BASELINE_SOURCES:
+        raise pytest.UsageError(
+            f"{what} must be one of {', '.join(BASELINE_SOURCES)}, got {value!r}"
+            f"{did_you_mean([source], BASELINE_SOURCES)}"
+        )
+    if source == "history" and update:
+        raise pytest.UsageError(
+            f"--ortperf-update writes the baseline files, which {what}=history does not "
+            "read: a history baseline follows the runs stored on its branch (run `pytest "
+            "--ortperf` there); to update the files, pass --ortperf-baseline=files"
+        )
+    value, what = option_or_ini("ortperf_history_branch")
+    branch = str(value).strip()
+    if not branch or not branch.isprintable() or any(c.isspace() for c in branch):
+        raise pytest.UsageError(f"{what} must be a git branch name such as main, got {value!r}")
+    value, what = option_or_ini("ortperf_history_machine")
+    machine = str(value).strip().lower() or None
+    if machine is not None and not _MACHINE.fullmatch(machine):
+        raise pytest.UsageError(
+            f"{what} must be a machine class (12 hex digits, as `ortperf machines` lists "
+            f"them) or a unique prefix of at least 4 of them, got {value!r}"
+        )
+    value, what = option_or_ini("ortperf_history_window")
+    text = str(value).strip()
+    least, most = MIN_HISTORY_RUNS, MAX_HISTORY_WINDOW
+    accepted = f"(accepted: a whole number of runs from {least} to {most})"
+    if not text.isdigit():
+        raise pytest.UsageError(f"{what} must be a whole number of runs, got {value!r} {accepted}")
+    window = int(text)
+    if not least <= window <= most:
+        why = f": fewer than {least} runs never gate (their spread is too uncertain)"
+        raise pytest.UsageError(
+            f"{what} must be from {least} to {most}, got {value!r}"
+            f"{why if window < least else ''} {accepted}"
+        )
+    return source, HistorySettings(branch=branch, machine=machine, window=window)
+
+
 MARKER_FIELDS: dict[str, tuple[str, str, Callable[[Any, str], Any]]] = {
     "budget": ("engine", "budget_s", _seconds),
     "block": ("engine", "block_s", _seconds),
@@ -216,7 +279,53 @@ MARKER_FIELDS: dict[str, tuple[str, str, Callable[[Any, str], Any]]] = {
     "fingerprint_ignore": ("gate", "fingerprint_ignore", _fingerprint_keys),
 }
 """Marker argument -> (settings record, its field, parser)."""
-MARKER_KEYS = tuple(MARKER_FIELDS)
+MARKER_KEYS = (*MARKER_FIELDS, "providers")
+"""Every marker argument: ``providers`` (execution providers the test needs, skipped with
+the package to install when onnxruntime lacks one) belongs to no settings record."""
+
+
+def marker_providers(marker: dict[str, Any]) -> tuple[str, ...]:
+    """The ``providers=[...]`` of a marker, checked: names onnxruntime knows (a misspelled
+    one is a :class:`MarkerError`, never a skip). Imports onnxruntime only when given."""
+    value = marker.get("providers")
+    if value is None:
+        return ()
+    names = (value,) if isinstance(value, str) else value
+    if not isinstance(names, list | tuple) or not all(isinstance(n, str) for n in names):
+        raise MarkerError(
+            f"@pytest.mark.ortperf: providers must be a list of execution provider names "
+            f"such as ['CUDAExecutionProvider'], got {value!r}"
+        )
+    import onnxruntime as ort
+
+    known = ort.get_all_providers()
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise MarkerError(
+            f"@pytest.mark.ortperf: unknown execution provider(s) {unknown}; onnxruntime "
+            f"knows {', '.join(known)}{did_you_mean(unknown, known)}"
+        )
+    return tuple(names)
+
+
+def missing_providers(providers: tuple[str, ...]) -> str | None:
+    """The skip reason of a test needing ``providers`` where this onnxruntime lacks some:
+    each missing one with the package that provides it; ``None`` when all are there."""
+    if not providers:
+        return None
+    import onnxruntime as ort
+
+    from pytest_ortperf.providers import install_hint
+
+    available = ort.get_available_providers()
+    missing = [p for p in providers if p not in available]
+    if not missing:
+        return None
+    needs = "; ".join(f"{p} ({install_hint(p)})" for p in missing)
+    return (
+        f"needs {needs}, which onnxruntime {ort.__version__} lacks; available: "
+        f"{', '.join(available)}"
+    )
 
 
 def _overrides(marker: dict[str, Any], record: str) -> dict[str, Any]:
@@ -257,6 +366,7 @@ def check_marker(node: pytest.Item, settings: OrtperfConfig) -> None:
     if marker:
         settings.engine_config(marker)
         settings.gate_settings(marker)
+        marker_providers(marker)
 
 
 SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
@@ -295,4 +405,5 @@ def report_files(config: pytest.Config) -> ReportFiles:
         json=path("ortperf_json"),
         json_format=fmt,
         markdown=tuple(dict.fromkeys(markdown)),
+        pr_comment=path("ortperf_pr_comment"),
     )

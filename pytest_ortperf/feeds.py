@@ -7,13 +7,19 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
 from pytest_ortperf.units import did_you_mean
 
+BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
+"""numpy has no bfloat16: such inputs are arrays of ``ml_dtypes.bfloat16`` (see
+:mod:`pytest_ortperf.ortvalues` for how they reach onnxruntime)."""
+
 ORT_TYPE_TO_DTYPE: dict[str, np.dtype[Any]] = {
     "tensor(float)": np.dtype(np.float32),
     "tensor(float16)": np.dtype(np.float16),
+    "tensor(bfloat16)": BFLOAT16,
     "tensor(double)": np.dtype(np.float64),
     "tensor(int8)": np.dtype(np.int8),
     "tensor(int16)": np.dtype(np.int16),
@@ -82,7 +88,7 @@ class GeneratedFeeds(dict[str, np.ndarray[Any, Any]]):
 
 def _range_text(dtype: np.dtype[Any], low: float | None, high: float | None) -> str:
     """The values :func:`random_array` draws for a dtype, in words."""
-    if dtype.kind == "f":
+    if _is_float(dtype):
         lo = -1.0 if low is None else float(low)
         hi = 1.0 if high is None else float(high)
         return f"{dtype} in [{lo:g}, {hi:g})"
@@ -210,13 +216,13 @@ def random_array(
     :class:`FeedError`, never numpy's allocation error.
     """
     check_size(dtype, shape)
-    if dtype.kind == "f":
+    if _is_float(dtype):
         lo = -1.0 if low is None else float(low)
         hi = 1.0 if high is None else float(high)
         if lo > hi:
             note = "" if low is not None and high is not None else " (floats default to [-1, 1))"
             raise FeedError(f"low={lo:g} is above high={hi:g}{note}")
-        limit = float(np.finfo(dtype).max)
+        limit = float(ml_dtypes.finfo(dtype).max)  # type: ignore[no-untyped-call]
         if not (abs(lo) <= limit and abs(hi) <= limit and hi - lo <= limit):
             raise FeedError(f"range [{lo:g}, {hi:g}) does not fit dtype {dtype}")
         work = np.float32 if dtype.itemsize <= 4 else np.float64
@@ -242,6 +248,11 @@ def random_array(
             else (np.empty(shape, dtype=object))
         )
     raise FeedError(f"cannot generate random values of dtype {dtype}")
+
+
+def _is_float(dtype: np.dtype[Any]) -> bool:
+    """numpy floats, and bfloat16 (whose numpy kind is ``V``)."""
+    return dtype.kind == "f" or dtype == BFLOAT16
 
 
 def check_size(dtype: np.dtype[Any], shape: Sequence[int]) -> None:
@@ -349,8 +360,13 @@ def check_value(spec: InputSpec, value: Any) -> np.ndarray[Any, Any]:
             raise FeedError(f"input {spec.name!r} expects strings, got dtype {array.dtype}")
         array = array.astype(object)
     elif array.dtype != expected:
+        hint = (
+            " (numpy has no bfloat16: pass values.astype(ml_dtypes.bfloat16))"
+            if expected == BFLOAT16
+            else ""
+        )
         raise FeedError(
-            f"input {spec.name!r} expects dtype {expected} ({spec.type}), got {array.dtype}"
+            f"input {spec.name!r} expects dtype {expected} ({spec.type}), got {array.dtype}" + hint
         )
     check_shape(spec, array.shape)
     return np.require(array, requirements="C")

@@ -29,6 +29,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from pytest_ortperf.providers import warmup_bound
+
 Call = Callable[[], object]
 Clock = Callable[[], int]
 StopRule = Callable[[Sequence[Sequence[float]]], bool]
@@ -56,6 +58,20 @@ far more than 3% of a block."""
 NS = 1e-9
 
 
+class WarmupWarning(UserWarning):
+    """A target's block times had not settled when its warm-up bound ran out."""
+
+
+def settled(times: Sequence[float], window: int, tolerance: float) -> bool:
+    """Whether the last ``window`` block times (seconds per call) agree: the largest is
+    within ``tolerance`` of the smallest. Fewer than ``window`` times: not settled."""
+    if window < 1 or len(times) < window:
+        return False
+    last = times[-window:]
+    low = min(last)
+    return max(last) - low <= tolerance * low
+
+
 @dataclass(frozen=True)
 class EngineConfig:
     """How long to measure. ``budget_s`` bounds the timed blocks of one measurement (for an
@@ -74,6 +90,7 @@ class EngineConfig:
     min_blocks: int = 5
     warmup_s: float = 0.1
     settle_tolerance: float = 0.05
+    settle_blocks: int = 3
     max_calls_per_block: int = 1_000_000
     seed: int = 0
 
@@ -114,6 +131,9 @@ class Samples:
     preempted_kept: bool = False
     control: Samples | None = None
     """The control workload's samples, paired by index, of a normalized measurement."""
+    settled: bool = True
+    """False when the warm-up bound ran out before the block times settled (see
+    :meth:`Engine.warm_up`): the samples may still hold warm-up."""
 
     @property
     def blocks(self) -> int:
@@ -145,6 +165,10 @@ class TimingEngine(Protocol):
 
     def scaled(self, factor: float) -> TimingEngine:
         """The same engine with ``factor`` times the budget (the gate's confirmation)."""
+        ...
+
+    def for_providers(self, providers: Sequence[str]) -> TimingEngine:
+        """The same engine with the warm-up bound of targets running on ``providers``."""
         ...
 
     def measure(
@@ -199,6 +223,16 @@ class Engine:
         config = dataclasses.replace(self.config, budget_s=budget)
         return Engine(config, self.clock, self.cpu_clock)
 
+    def for_providers(self, providers: Sequence[str]) -> Engine:
+        """The same engine with a warm-up bound of at least the providers' own
+        (:data:`pytest_ortperf.providers.WARMUP_BOUND_S`: 0.1 s on the CPU, 2 s on CUDA,
+        60 s on TensorRT). A warm-up ends as soon as the block times settle."""
+        bound = max(self.config.warmup_s, warmup_bound(providers))
+        if bound == self.config.warmup_s:
+            return self
+        config = dataclasses.replace(self.config, warmup_s=bound)
+        return type(self)(config, self.clock, self.cpu_clock)
+
     def time_block(self, call: Call, k: int) -> float:
         """Seconds per call of ``k`` back-to-back calls."""
         clock = self.clock
@@ -219,12 +253,20 @@ class Engine:
         return per_call, cpu_ns < PREEMPTED_BELOW * per_call * k / NS
 
     def calibrate(self, call: Call, *, deadline: int | None = None) -> int:
-        """Warm ``call`` up and return ``k`` such that a block lasts about ``block_s``.
+        """Warm ``call`` up and return ``k`` such that a block lasts about ``block_s``
+        (:meth:`warm_up` without its verdict)."""
+        return self.warm_up(call, deadline=deadline)[0]
 
-        The first call is never timed (lazy initialisation, arena growth); then ``k`` grows
-        until a block reaches the target, and blocks are repeated until two in a row agree
-        within ``settle_tolerance`` or the warm-up bound is spent. Past ``deadline`` (a
-        clock reading), no further block starts: ``k`` comes from the blocks timed so far.
+    def warm_up(self, call: Call, *, deadline: int | None = None) -> tuple[int, bool]:
+        """Warm ``call`` up: ``k`` such that a block lasts about ``block_s``, and whether
+        the block times settled.
+
+        The first call is never timed (lazy initialisation, arena growth, a TensorRT engine
+        build); then ``k`` grows until a block reaches the target, and blocks are repeated
+        until the last ``settle_blocks`` agree within ``settle_tolerance`` (settled) or the
+        warm-up bound ``warmup_s`` is spent (not settled; a bound of 0 asks for no warm-up
+        and claims nothing: settled). Past ``deadline`` (a clock reading), no further block
+        starts: ``k`` comes from the blocks timed so far.
         """
         cfg = self.config
         call()
@@ -239,13 +281,12 @@ class Engine:
             k = min(cfg.max_calls_per_block, max(2 * k, int(self._calls_per_block(per_call)) // 2))
             per_call = self.time_block(call, k)
         k = max(1, round(self._calls_per_block(per_call)))
-        previous = per_call
+        times = [per_call]
         while (self.clock() - start) * NS < cfg.warmup_s and self._before(deadline):
-            current = self.time_block(call, k)
-            if abs(current - previous) <= cfg.settle_tolerance * previous:
-                break
-            previous = current
-        return k
+            times.append(self.time_block(call, k))
+            if settled(times, cfg.settle_blocks, cfg.settle_tolerance):
+                return k, True
+        return k, cfg.warmup_s == 0 or settled(times, cfg.settle_blocks, cfg.settle_tolerance)
 
     def _calls_per_block(self, per_call: float) -> float:
         """Calls of ``per_call`` seconds that fill a block, at most ``max_calls_per_block``
@@ -293,7 +334,7 @@ class Engine:
             )
             return dataclasses.replace(target, control=reference)
         deadline = self._deadline(1)
-        k = self.calibrate(call, deadline=deadline)
+        k, warm = self.warm_up(call, deadline=deadline)
         values: list[float] = []
         preempted: list[bool] = []
         clean = 0
@@ -303,7 +344,7 @@ class Engine:
             values.append(value)
             preempted.append(interrupted)
             clean += not interrupted
-        return _kept([values], [k], preempted, watch_cpu)[0]
+        return dataclasses.replace(_kept([values], [k], preempted, watch_cpu)[0], settled=warm)
 
     def interleave(
         self,
@@ -327,7 +368,8 @@ class Engine:
             raise ValueError("interleave needs at least two calls")
         cfg = self.config
         deadline = self._deadline(len(calls))
-        ks = [self.calibrate(call, deadline=deadline) for call in calls]
+        warmed = [self.warm_up(call, deadline=deadline) for call in calls]
+        ks = [k for k, _ in warmed]
         rng = random.Random(cfg.seed)
         order = list(range(len(calls)))
         values: list[list[float]] = [[] for _ in calls]
@@ -355,7 +397,11 @@ class Engine:
                 and should_stop(clean)
             ):
                 break
-        return _kept(values, ks, preempted, watch_cpu)
+        kept = _kept(values, ks, preempted, watch_cpu)
+        return [
+            dataclasses.replace(samples, settled=warm)
+            for samples, (_, warm) in zip(kept, warmed, strict=True)
+        ]
 
 
 def _kept(

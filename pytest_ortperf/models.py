@@ -56,8 +56,13 @@ def attention(
     fusable: bool = True,
     extra_add: bool = False,
     seed: int = 0,
+    dtype: int = TensorProto.FLOAT,
 ) -> onnx.ModelProto:
     """``softmax((Q Wq) @ (K Wk)^T) @ V`` on ``[B, seq, dim]`` inputs.
+
+    ``dtype`` is the ONNX element type of inputs, weights and outputs (``TensorProto.FLOAT``
+    or ``TensorProto.FLOAT16``; the CPU provider runs float16 kernels where it has them and
+    inserts Casts around the others).
 
     With ORT's optimizations the ``Transpose`` + ``MatMul`` fuse into ``FusedMatMul``.
     ``zero_pad`` widens the projections with zero columns: the same outputs and the same
@@ -65,11 +70,12 @@ def attention(
     keys, which keeps ORT from folding the ``Transpose``. ``extra_add`` appends an ``Add``.
     """
     rng = np.random.default_rng(seed)
+    np_dtype = oh.tensor_dtype_to_np_dtype(dtype)
     weights = {}
     for name in ("Wq", "Wk"):
         w = np.zeros((dim, dim + zero_pad), dtype=np.float32)
         w[:, :dim] = rng.standard_normal((dim, dim)).astype(np.float32) / np.sqrt(dim)
-        weights[name] = w
+        weights[name] = w.astype(np_dtype)
     inner = dim + zero_pad
     nodes = [
         oh.make_node("MatMul", ["Q", "Wq"], ["Qp"]),
@@ -80,16 +86,16 @@ def attention(
         oh.make_node("MatMul", ["probs", "V"], ["Y0" if extra_add else "Y"]),
     ]
     inits = [_init(name, w) for name, w in weights.items()]
-    outputs = [oh.make_tensor_value_info("Y", TensorProto.FLOAT, ["B", seq, dim])]
+    outputs = [oh.make_tensor_value_info("Y", dtype, ["B", seq, dim])]
     if extra_add:
         nodes.append(oh.make_node("Add", ["Y0", "bias"], ["Y"]))
-        inits.append(_init("bias", np.full((dim,), 0.25, dtype=np.float32)))
+        inits.append(_init("bias", np.full((dim,), 0.25, dtype=np_dtype)))
     if not fusable:
-        outputs.append(oh.make_tensor_value_info("Kt", TensorProto.FLOAT, ["B", inner, seq]))
+        outputs.append(oh.make_tensor_value_info("Kt", dtype, ["B", inner, seq]))
     graph = oh.make_graph(
         nodes,
         "attention",
-        [oh.make_tensor_value_info(n, TensorProto.FLOAT, ["B", seq, dim]) for n in "QKV"],
+        [oh.make_tensor_value_info(n, dtype, ["B", seq, dim]) for n in "QKV"],
         outputs,
         inits,
     )
@@ -117,6 +123,43 @@ def gemm_concat(fused: bool, dtype: int = TensorProto.FLOAT) -> onnx.ModelProto:
             for n in "XYZ"
         ],
         [oh.make_tensor_value_info("XYZ", dtype, ["M", "N2"])],
+    )
+    return _model(graph)
+
+
+def bfloat16_mlp(dim: int = 32, *, extra_add: bool = False, seed: int = 0) -> onnx.ModelProto:
+    """A bfloat16 input ``X[B, dim]`` and output ``Y[B, 2 * dim]``: ``Concat(Cast(relu(X W +
+    b)), X)``, the arithmetic in float32 between Casts.
+
+    onnxruntime's CPU provider has bfloat16 kernels for Cast and data movement (Concat,
+    Transpose, Identity, Flatten) but none for arithmetic (Add, MatMul, Relu: "Could not
+    find an implementation", ORT 1.32), so a model with bfloat16 at its interface computes
+    in float32 on the CPU; on CUDA, a model could keep bfloat16 throughout. ``extra_add``
+    adds one more float32 ``Add`` (a slower candidate with the same interface)."""
+    rng = np.random.default_rng(seed)
+    weight = (rng.standard_normal((dim, dim)) / np.sqrt(dim)).astype(np.float32)
+    nodes = [
+        oh.make_node("Cast", ["X"], ["Xf"], to=TensorProto.FLOAT),
+        oh.make_node("MatMul", ["Xf", "W"], ["m"]),
+        oh.make_node("Add", ["m", "b"], ["a"]),
+    ]
+    inits = [_init("W", weight), _init("b", np.full((dim,), 0.125, dtype=np.float32))]
+    last = "a"
+    if extra_add:
+        nodes.append(oh.make_node("Add", ["a", "zero"], ["a2"]))
+        inits.append(_init("zero", np.zeros((dim,), dtype=np.float32)))
+        last = "a2"
+    nodes += [
+        oh.make_node("Relu", [last], ["h"]),
+        oh.make_node("Cast", ["h"], ["hb"], to=TensorProto.BFLOAT16),
+        oh.make_node("Concat", ["hb", "X"], ["Y"], axis=-1),
+    ]
+    graph = oh.make_graph(
+        nodes,
+        "bfloat16_mlp",
+        [oh.make_tensor_value_info("X", TensorProto.BFLOAT16, ["B", dim])],
+        [oh.make_tensor_value_info("Y", TensorProto.BFLOAT16, ["B", 2 * dim])],
+        inits,
     )
     return _model(graph)
 
@@ -174,5 +217,45 @@ def control(batch: int = 64, width: int = 256, layers: int = 2, seed: int = 0) -
         [oh.make_tensor_value_info("X", TensorProto.FLOAT, [batch, width])],
         [oh.make_tensor_value_info(current, TensorProto.FLOAT, [batch, width])],
         inits,
+    )
+    return _model(graph)
+
+
+def deep_chain(layers: int = 200, width: int = 16, seed: int = 0) -> onnx.ModelProto:
+    """``layers`` of MatMul + Add + Relu on ``X[N, width]``: the more layers, the longer
+    session creation takes (graph resolution, optimizers, fusions of each MatMul + Add, one
+    kernel per node) while a run stays cheap: a model whose cold start grows with depth."""
+    rng = np.random.default_rng(seed)
+    nodes = []
+    inits = []
+    current = "X"
+    for i in range(layers):
+        weight = (rng.standard_normal((width, width)) / np.sqrt(width)).astype(np.float32)
+        inits += [_init(f"W{i}", weight), _init(f"b{i}", np.zeros(width, dtype=np.float32))]
+        nodes += [
+            oh.make_node("MatMul", [current, f"W{i}"], [f"m{i}"]),
+            oh.make_node("Add", [f"m{i}", f"b{i}"], [f"a{i}"]),
+            oh.make_node("Relu", [f"a{i}"], [f"h{i}"]),
+        ]
+        current = f"h{i}"
+    graph = oh.make_graph(
+        nodes,
+        "deep_chain",
+        [oh.make_tensor_value_info("X", TensorProto.FLOAT, ["N", width])],
+        [oh.make_tensor_value_info(current, TensorProto.FLOAT, ["N", width])],
+        inits,
+    )
+    return _model(graph)
+
+
+def tiny_add(n: int = 16) -> onnx.ModelProto:
+    """``Y = X + X`` on ``X[1, n]``: one kernel and almost no work, so a call costs what
+    onnxruntime's call path costs (about 5 us through ``run``, 2 us through IOBinding on
+    one core here): the model of known, tiny cost the per-call benchmark checks against."""
+    graph = oh.make_graph(
+        [oh.make_node("Add", ["X", "X"], ["Y"])],
+        "ortperf_tiny_add",
+        [oh.make_tensor_value_info("X", TensorProto.FLOAT, [1, n])],
+        [oh.make_tensor_value_info("Y", TensorProto.FLOAT, [1, n])],
     )
     return _model(graph)

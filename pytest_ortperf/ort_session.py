@@ -15,6 +15,8 @@ import onnx
 import onnxruntime as ort
 
 from pytest_ortperf.feeds import check_feed_names
+from pytest_ortperf.ortvalues import run_plain
+from pytest_ortperf.providers import device_for, install_hint
 from pytest_ortperf.results import SessionInfo
 
 OPTIMIZATION_LEVELS: dict[str, ort.GraphOptimizationLevel] = {
@@ -35,8 +37,13 @@ class ProviderUnavailable(RuntimeError):
         self.available = tuple(available)
         super().__init__(
             f"execution provider {provider!r} is not available in onnxruntime "
-            f"{ort.__version__}; available: {', '.join(self.available)}"
+            f"{ort.__version__} ({install_hint(provider)}); available: "
+            f"{', '.join(self.available)}"
         )
+
+
+class CustomOpsError(RuntimeError):
+    """A custom-op library exists but onnxruntime could not load or register it."""
 
 
 @dataclass(frozen=True)
@@ -103,7 +110,14 @@ def make_session_options(settings: SessionSettings) -> ort.SessionOptions:
     for library in settings.custom_ops:
         if not Path(library).is_file():
             raise FileNotFoundError(f"custom ops library not found: {library}")
-        so.register_custom_ops_library(str(library))
+        try:
+            so.register_custom_ops_library(str(library))
+        except Exception as exc:  # ORT raises its own Fail type, or RuntimeError
+            message = str(exc).strip() or type(exc).__name__
+            raise CustomOpsError(
+                f"onnxruntime {ort.__version__} could not load custom ops library {library}: "
+                f"{message}"
+            ) from exc
     for key, value in settings.options:
         if hasattr(so, key) and not key.startswith("_"):
             setattr(so, key, value)
@@ -185,13 +199,15 @@ class OrtSession:
 
     @property
     def device(self) -> str:
-        """``cuda`` when the first provider is CUDA, else ``cpu``."""
-        return "cuda" if self.settings.providers[0] == "CUDAExecutionProvider" else "cpu"
+        """The device of this session's tensors: ``cuda`` for CUDA or TensorRT, ``dml``,
+        ``cann``, else ``cpu`` (:func:`pytest_ortperf.providers.device_for`)."""
+        return device_for(self.sess.get_providers())
 
     def run(self, feeds: Mapping[str, Any]) -> list[Any]:
-        """All outputs for ``feeds``, which must name exactly the model's inputs."""
+        """All outputs for ``feeds``, which must name exactly the model's inputs
+        (bfloat16 as ``ml_dtypes.bfloat16`` arrays, see :mod:`pytest_ortperf.ortvalues`)."""
         check_feed_names(self.input_names, feeds, f"model {self.label}")
-        return list(self.sess.run(None, dict(feeds)))
+        return run_plain(self.sess, feeds)
 
     def optimized_model(self) -> onnx.ModelProto:
         """The graph as ORT optimized it for these settings (a fresh session saves it)."""

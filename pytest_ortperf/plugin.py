@@ -6,6 +6,7 @@ that need them when a test asks for them.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Generator, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -16,7 +17,9 @@ from pytest_ortperf.config import (
     MarkerError,
     OrtperfConfig,
     check_marker,
+    marker_providers,
     marker_settings,
+    missing_providers,
     report_files,
 )
 from pytest_ortperf.reports.writer import JSON_FORMATS, ReportFiles
@@ -27,9 +30,12 @@ REPORT_FILES_KEY = pytest.StashKey[ReportFiles]()
 RECORDER_KEY = pytest.StashKey["Recorder"]()
 
 if TYPE_CHECKING:
+    from pytest_ortperf.gating.gate import Gate
+    from pytest_ortperf.gating.settings import GateSettings
     from pytest_ortperf.ort_session import OrtSession
     from pytest_ortperf.profiling.parse import Profile
     from pytest_ortperf.recorder import Recorder
+    from pytest_ortperf.remote import RemoteEnvironment
     from pytest_ortperf.runapi import OrtBinding
 
 
@@ -102,12 +108,20 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="FILE",
         help="append a Markdown summary to FILE (also to $GITHUB_STEP_SUMMARY when set)",
     )
+    group.addoption(
+        "--ortperf-pr-comment",
+        default=None,
+        metavar="FILE",
+        help="write a short Markdown body for a pull-request comment to FILE: one line "
+        "unless something regressed or improved (default: ini ortperf_pr_comment)",
+    )
     parser.addini("ortperf_report", "HTML report file of --ortperf runs", default="")
     parser.addini("ortperf_json", "JSON results file of --ortperf runs", default="")
     parser.addini(
         "ortperf_json_format", "JSON layout: ortperf or pytest-benchmark", default="ortperf"
     )
     parser.addini("ortperf_markdown", "Markdown summary file (appended)", default="")
+    parser.addini("ortperf_pr_comment", "pull-request comment file (Markdown)", default="")
     parser.addini("ortperf_budget", "time budget of one measurement in seconds", default="1.0")
     parser.addini("ortperf_store", "results store path or URL ('none' disables)", default="")
     parser.addini("ortperf_threshold", "allowed slowdown of a gated metric", default="0.05")
@@ -131,17 +145,92 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         type="args",
         default=[],
     )
+    _add_history_options(parser)
+
+
+def _add_history_options(parser: pytest.Parser) -> None:
+    group = parser.getgroup("ortperf")
+    group.addoption(
+        "--ortperf-baseline",
+        default=None,
+        metavar="files|history",
+        help="where baselines come from: files (__ortperf__/<module>.json, the default) or "
+        "history (the runs stored for a branch on a machine class; default: ini "
+        "ortperf_baseline)",
+    )
+    group.addoption(
+        "--ortperf-history-branch",
+        default=None,
+        metavar="BRANCH",
+        help="branch whose stored runs make history baselines (default: ini "
+        "ortperf_history_branch, else main)",
+    )
+    group.addoption(
+        "--ortperf-history-machine",
+        default=None,
+        metavar="FINGERPRINT",
+        help="machine class whose runs count, or a unique prefix of it (default: ini "
+        "ortperf_history_machine, else this machine's)",
+    )
+    group.addoption(
+        "--ortperf-history-window",
+        default=None,
+        metavar="RUNS",
+        help="newest runs a history baseline pools (default: ini ortperf_history_window, else 10)",
+    )
+    parser.addini("ortperf_baseline", "where baselines come from: files or history",
+                  default="files")  # fmt: skip
+    parser.addini("ortperf_history_branch", "branch of history baselines", default="main")
+    parser.addini(
+        "ortperf_history_machine",
+        "machine class of history baselines (default: this machine's)",
+        default="",
+    )
+    parser.addini("ortperf_history_window", "runs a history baseline pools", default="10")
+
+
+def _resolve_history(settings: OrtperfConfig, config: pytest.Config) -> OrtperfConfig:
+    """A measured run with history baselines: a store to read, and the machine class a
+    prefix names (a usage error when the store has none or several)."""
+    if not settings.enabled or settings.baseline != "history":
+        return settings
+    from pytest_ortperf.store import StoreError, redact_url, resolve_store
+
+    target = resolve_store(settings.store, config.rootpath)
+    if target is None:
+        raise pytest.UsageError(
+            "--ortperf-baseline=history reads the results store, which --ortperf-store=none "
+            "(or ini ortperf_store) disables"
+        )
+    machine = settings.history.machine
+    if machine is None:
+        return settings
+    from pytest_ortperf.gating.history_baseline import resolve_machine
+
+    try:
+        machine = resolve_machine(target, machine)
+    except (ValueError, StoreError) as exc:
+        what = (
+            "--ortperf-history-machine"
+            if config.getoption("ortperf_history_machine", None) is not None
+            else "ini ortperf_history_machine"
+        )
+        raise pytest.UsageError(f"{what}: {redact_url(str(exc), target)}") from None
+    return dataclasses.replace(
+        settings, history=dataclasses.replace(settings.history, machine=machine)
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
         "ortperf(budget=None, block=None, threshold=None, alpha=None, structure=True, "
-        "strict=None): per-test settings of pytest-ortperf (budget in seconds per "
-        "measurement, threshold as a fraction; structure=False stops gating the optimized "
-        "graph's op types)",
+        "strict=None, providers=None): per-test settings of pytest-ortperf (budget in "
+        "seconds per measurement, threshold as a fraction; structure=False stops gating the "
+        "optimized graph's op types; providers: execution providers the test needs, skipped "
+        "when onnxruntime lacks one)",
     )
-    settings = OrtperfConfig.from_pytest(config)
+    settings = _resolve_history(OrtperfConfig.from_pytest(config), config)
     state = OrtperfState(settings, config.rootpath)
     config.stash[STATE_KEY] = state
     config.stash[REPORT_FILES_KEY] = report_files(config)
@@ -176,6 +265,13 @@ def pytest_report_header(config: pytest.Config) -> str | None:
         if settings.update
         else f"gating at {settings.gate.threshold:.0%}{', strict' if settings.gate.strict else ''}"
     )
+    if settings.baseline == "history" and not settings.update:
+        history = settings.history
+        machine = history.machine or "this machine's class"
+        mode += (
+            f" against the history of branch {history.branch!r} ({machine}, last "
+            f"{history.window} runs)"
+        )
     return f"ortperf: measuring, budget {settings.budget_s:g} s per measurement, {mode}{note}"
 
 
@@ -287,12 +383,23 @@ def ort_session() -> Callable[..., OrtSession]:
 @pytest.fixture
 def ort_feeds() -> Callable[..., dict[str, Any]]:
     """Factory: ``ort_feeds(session, *, dims=None, shapes=None, seed=0, values=None,
-    low=None, high=None)``: random inputs from the session's signature."""
+    low=None, high=None)``: random inputs from the session's signature; or
+    ``ort_feeds(session, from_path=PATH)``: recorded inputs (test_data_set folders, .npz,
+    .npy, .pb; several sets make a pool: see :mod:`pytest_ortperf.feed_files`)."""
     from pytest_ortperf.feeds import input_specs, make_feeds
 
-    def factory(session: OrtSession, **kwargs: Any) -> dict[str, Any]:
+    def factory(session: OrtSession, from_path: Any = None, **kwargs: Any) -> dict[str, Any]:
         __tracebackhide__ = True
         try:
+            if from_path is not None:
+                from pytest_ortperf.feed_files import load_feeds
+
+                if kwargs:
+                    raise TypeError(
+                        f"ort_feeds(from_path=...) loads recorded inputs as they are; "
+                        f"{', '.join(sorted(kwargs))}= apply to random inputs only"
+                    )
+                return load_feeds(input_specs(session.sess), from_path, model=session.label)
             return make_feeds(input_specs(session.sess), **kwargs)
         except (ValueError, TypeError) as exc:
             _raise_from_test(exc)
@@ -302,15 +409,24 @@ def ort_feeds() -> Callable[..., dict[str, Any]]:
 
 @pytest.fixture
 def ort_binding() -> Callable[..., OrtBinding]:
-    """Factory: ``ort_binding(session, feeds, *, device="cpu")``: IOBinding-backed feeds."""
+    """Factory: ``ort_binding(session, feeds, *, device=None, device_id=0,
+    run_options=None)``: IOBinding-backed feeds, inputs and outputs on the device (by
+    default the session's: ``cuda`` for CUDA/TensorRT, else ``cpu``)."""
     from pytest_ortperf.runapi import OrtBinding
 
     def factory(
-        session: OrtSession, feeds: Mapping[str, Any], *, device: str = "cpu"
+        session: OrtSession,
+        feeds: Mapping[str, Any],
+        *,
+        device: str | None = None,
+        device_id: int = 0,
+        run_options: Any = None,
     ) -> OrtBinding:
         __tracebackhide__ = True
         try:
-            return OrtBinding(session, feeds, device=device)
+            return OrtBinding(
+                session, feeds, device=device, device_id=device_id, run_options=run_options
+            )
         except ValueError as exc:
             _raise_from_test(exc)
 
@@ -337,13 +453,38 @@ def ort_profiler(request: pytest.FixtureRequest) -> Callable[..., Profile]:
 
 
 @pytest.fixture
+def ort_env() -> Generator[Callable[..., RemoteEnvironment], None, None]:
+    """Factory: ``ort_env(spec, *, timeout_s=60.0)``: an environment whose
+    ``session(model, ...)`` (``ort_session``'s keyword arguments) runs in a worker process
+    of its own. ``spec``: a pip requirement (``"onnxruntime==1.31.1"``, created once in
+    ``$ORTPERF_ENV_CACHE``, default ``~/.cache/pytest-ortperf/envs``), a list of them, or
+    the path of a Python interpreter or virtual environment. Workers stop at teardown."""
+    from pytest_ortperf.environments import EnvironmentSetupError
+    from pytest_ortperf.remote import RemoteEnvironment
+
+    made: list[RemoteEnvironment] = []
+
+    def factory(spec: Any, **kwargs: Any) -> RemoteEnvironment:
+        __tracebackhide__ = True
+        try:
+            env = RemoteEnvironment(spec, **kwargs)
+        except (EnvironmentSetupError, ValueError) as exc:
+            _raise_from_test(exc)
+        made.append(env)
+        return env
+
+    yield factory
+    for env in made:
+        env.close()
+
+
+@pytest.fixture
 def ortperf(request: pytest.FixtureRequest) -> Generator[Recorder, None, None]:
     """The recorder: ``ortperf.latency``, ``ortperf.compare``, ``ortperf.rank``,
     ``ortperf.api_sweep``. Measures for real under ``--ortperf``, runs once otherwise."""
-    from pytest_ortperf.gating.gate import BASELINE_RUNS, Gate, measuring_engine
+    from pytest_ortperf.gating.gate import BASELINE_RUNS, measuring_engine
     from pytest_ortperf.measure import Engine
     from pytest_ortperf.recorder import Recorder
-    from pytest_ortperf.state import environment, history
 
     state: OrtperfState = request.config.stash[STATE_KEY]
     settings = state.settings
@@ -369,13 +510,30 @@ def ortperf(request: pytest.FixtureRequest) -> Generator[Recorder, None, None]:
         measured=settings.enabled,
         engine=engine,
         user_properties=node.user_properties,
-        gate=Gate(gate_settings, state.baselines, environment, history(state)) if gated else None,
+        gate=_gate(state, gate_settings) if gated else None,
         profile_arms=settings.update,
         baseline_runs=BASELINE_RUNS if settings.update else 1,
-        latency_mode=gate_settings.latency_mode,
+        # History baselines judge every latency against the stored runs' medians.
+        latency_mode="absolute" if settings.baseline == "history" else gate_settings.latency_mode,
     )
     node.stash[RECORDER_KEY] = recorder
     yield recorder
+
+
+def _gate(state: OrtperfState, settings: GateSettings) -> Gate:
+    """The gate of one test: against the baseline files, or the store's history."""
+    from pytest_ortperf.gating.gate import Gate
+    from pytest_ortperf.state import environment, history
+
+    if state.settings.baseline != "history":
+        return Gate(settings, state.baselines, environment, history(state))
+    from pytest_ortperf.gating.history_baseline import HistoryBaselines, HistoryGate
+
+    def this_machine() -> str:
+        return str(environment()["fingerprint"])
+
+    source = HistoryBaselines(state.store_target(), state.settings.history, this_machine)
+    return HistoryGate(settings, source, environment)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -387,9 +545,13 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         return
     try:
         check_marker(item, item.config.stash[STATE_KEY].settings)
+        reason = missing_providers(marker_providers(marker_settings(item)))
     except MarkerError as exc:
         error = str(exc)
     else:
+        if reason is not None:
+            # reported at the test's location, not at this hook's
+            raise pytest.skip.Exception(reason, _use_item_location=True)
         return
     pytest.fail(error, pytrace=False)
 

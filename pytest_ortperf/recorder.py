@@ -5,36 +5,56 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import warnings
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 import pytest
 
+from pytest_ortperf.feed_files import FeedPool, rotating
 from pytest_ortperf.gating.gate import Decision, Gate, GateFailure, failure_message
-from pytest_ortperf.measure import Samples, StopRule, TimingEngine, smoke
+from pytest_ortperf.measure import Samples, StopRule, TimingEngine, WarmupWarning, smoke
 from pytest_ortperf.ort_session import OrtSession
+from pytest_ortperf.ortvalues import is_bfloat16
 from pytest_ortperf.results import (
+    ATTRIBUTION_PROPERTY,
+    COLD_START_FIGURES,
     GATED,
     OP_SHARES,
     PROFILE_PROPERTY,
     USER_PROPERTY,
     VERDICTS_PROPERTY,
+    ColdStartResult,
     Comparison,
     Judgement,
     LatencyResult,
     MemoryResult,
     OutputDiff,
     Record,
+    SessionInfo,
     Verdict,
 )
-from pytest_ortperf.runapi import APIS, Call, OrtBinding, binding_call, hide_rejected, make_call
+from pytest_ortperf.runapi import (
+    APIS,
+    Call,
+    OrtBinding,
+    binding_call,
+    default_api,
+    hide_rejected,
+    make_call,
+    usable_apis,
+)
 from pytest_ortperf.stats import paired_ratio, ratio_of_blocks
 
 if TYPE_CHECKING:
     import pandas as pd
 
+    from pytest_ortperf.measure import EngineConfig
     from pytest_ortperf.profiling.parse import Profile
+    from pytest_ortperf.remote import RemoteSession
+    from pytest_ortperf.results import PerCallResult, ThroughputResult
 
 Feeds = Mapping[str, np.ndarray[Any, Any]]
 R = TypeVar("R", LatencyResult, Comparison)
@@ -116,6 +136,40 @@ def control_workload(threads: int, spinning: bool) -> tuple[Call, OrtSession]:
     return make_call(session, feeds, "iobinding")[0], session
 
 
+def warmed(engine: TimingEngine, *sessions: OrtSession) -> TimingEngine:
+    """``engine`` with the warm-up bound of the providers the sessions run on (longer on
+    CUDA and TensorRT, whose first runs search algorithms and build engines)."""
+    providers = dict.fromkeys(p for s in sessions for p in s.sess.get_providers())
+    return engine.for_providers(tuple(providers))
+
+
+def warn_unsettled(name: str, *arms: Samples) -> None:
+    """A :class:`~pytest_ortperf.measure.WarmupWarning` (shown in pytest's warnings
+    summary) when a target's warm-up bound ran out before its block times settled."""
+    if all(s.settled for s in arms):
+        return
+    warnings.warn(
+        WarmupWarning(
+            f"ortperf: {name!r}: block times had not settled when the warm-up bound ran out "
+            "(the last blocks' times still differed); the first samples may "
+            "include warm-up. Run the target a few times before measuring, or check for "
+            "load on the machine"
+        ),
+        stacklevel=3,
+    )
+
+
+def _session_info(session: OrtSession, structure: bool) -> SessionInfo:
+    """The session's record; with ``structure``, its op histogram and node placement."""
+    info = session.info(with_histogram=structure)
+    if not structure:
+        return info
+    from pytest_ortperf.profiling.placement import session_placement
+
+    placement = tuple((n, op, p) for n, (op, p) in session_placement(session).items())
+    return dataclasses.replace(info, placement=placement)
+
+
 class OutputMismatch(AssertionError):
     """Candidate and reference outputs differ beyond the tolerances."""
 
@@ -180,7 +234,11 @@ def verify_outputs(
     for diff, ref, cand in zip(diffs, reference, candidate, strict=True):
         if math.isinf(diff.max_abs):
             bad.append(f"{diff.output}: values, shapes or types differ")
-        elif isinstance(ref, np.ndarray) and ref.dtype.kind in "fc" and ref.size:
+        elif (
+            isinstance(ref, np.ndarray)
+            and (ref.dtype.kind in "fc" or is_bfloat16(ref.dtype))
+            and ref.size
+        ):
             if not np.allclose(cand, ref, atol=atol, rtol=rtol, equal_nan=True):
                 bad.append(
                     f"{diff.output}: max abs diff {diff.max_abs:.3g}, max rel diff "
@@ -191,6 +249,43 @@ def verify_outputs(
     if bad:
         raise OutputMismatch(f"{what}: outputs disagree\n  " + "\n  ".join(bad))
     return diffs
+
+
+def _cold_session(model: Any, keywords: Mapping[str, Any]) -> OrtSession:
+    """The session a cold start launches (built here too: its label, settings, inputs,
+    and a clear error in this process for a model that cannot load at all)."""
+    if isinstance(model, OrtSession):
+        if keywords:
+            raise TypeError(
+                f"session keywords {sorted(keywords)} cannot apply to a session from "
+                "ort_session: pass the model instead, or build the session with them"
+            )
+        return model
+    return OrtSession.create(model, **keywords)
+
+
+def _shape_feeds(
+    session: OrtSession, feeds: Feeds, given: Feeds | bool | None
+) -> tuple[dict[str, Any] | None, str]:
+    """Feeds of the new-shape figure and, where there are none, why."""
+    from pytest_ortperf.coldstart import other_shape_feeds
+    from pytest_ortperf.feeds import check_feed_names, check_value, input_specs
+
+    specs = input_specs(session.sess)
+    check_feed_names(session.input_names, feeds, f"model {session.label}")
+    for spec in specs:  # dtypes and shapes here, not as a child's traceback
+        check_value(spec, feeds[spec.name])
+    if given is False:
+        return None, "not measured (shape_feeds=False)"
+    if given is None or given is True:
+        return other_shape_feeds(specs, feeds)
+    check_feed_names(session.input_names, given, f"model {session.label} (shape_feeds)")
+    return {s.name: check_value(s, given[s.name]) for s in specs}, ""
+
+
+def _figure(launches: Sequence[Any], figure: str) -> tuple[float, ...]:
+    values = [getattr(x, figure) for x in launches]
+    return tuple(float(v) for v in values) if all(v is not None for v in values) else ()
 
 
 class Recorder:
@@ -282,7 +377,10 @@ class Recorder:
         if failing:
             message = failure_message(name, failing, verdicts, decision.first)
             if attribution is not None and any(v.metric != "structure" for v in failing):
-                message += "\n" + "\n".join(attribution())
+                lines = attribution()
+                message += "\n" + "\n".join(lines)
+                moved = {"test": self.test, "name": name, "lines": lines}
+                self._user_properties.append((ATTRIBUTION_PROPERTY, moved))
             self.failures.append(message)
 
     def _calls(
@@ -301,10 +399,13 @@ class Recorder:
             )
         if feeds is None:
             raise ValueError(f"feeds are required to time session {target.label!r}")
-        api = api or "run"
+        api = api or default_api(target)
         if api not in APIS:
             raise ValueError(f"api={api!r} is not one of {', '.join(APIS)}")
         call, outputs = make_call(target, feeds, api)
+        if isinstance(feeds, FeedPool) and len(feeds.sets) > 1:  # one recorded set per call
+            rest = [make_call(target, s, api)[0] for s in feeds.sets[1:]]
+            call = rotating([call, *rest])
         return call, outputs, api, target
 
     def latency(
@@ -338,7 +439,7 @@ class Recorder:
                 control_call, control_session = control_workload(
                     settings.threads, settings.spinning
                 )
-                samples = engine.measure(
+                samples = warmed(engine, timed_session).measure(
                     timed, watch_cpu=watch, control=control_call, should_stop=stop
                 )
                 if samples.control is not None:
@@ -346,7 +447,8 @@ class Recorder:
                         CONTROL_NAME, "iobinding", samples.control, control_session
                     )
             else:
-                samples = engine.measure(timed, watch_cpu=watch)
+                samples = warmed(engine, timed_session).measure(timed, watch_cpu=watch)
+            warn_unsettled(name, samples)
             return dataclasses.replace(
                 self._result(name, api, samples, timed_session), control=control
             )
@@ -367,7 +469,7 @@ class Recorder:
             samples=samples.values,
             calls_per_block=samples.calls_per_block,
             measured=self.measured,
-            session=session.info(with_histogram=histogram),
+            session=_session_info(session, histogram),
             preempted=samples.preempted,
             preempted_kept=samples.preempted_kept,
         )
@@ -399,14 +501,32 @@ class Recorder:
         atol: float = 1e-4,
         rtol: float = 1e-3,
         confidence: float = 0.95,
+        max_slowdown: float | None = None,
     ) -> Comparison:
         """Candidate vs reference, measured interleaved; outputs checked first.
 
         The ratio is candidate/reference per call (below 1: the candidate is faster), the
         Hodges-Lehmann estimate of the paired block ratios with its distribution-free
-        interval at ``confidence``.
+        interval at ``confidence``. Sessions of ``ort_env`` (remote sessions: both arms in
+        worker processes) are measured by :mod:`pytest_ortperf.remote`. With
+        ``max_slowdown`` (0.05: 5%), the comparison is also judged without any baseline:
+        the candidate may not be slower than the reference by more than that.
         """
         __tracebackhide__ = hide_rejected
+        from pytest_ortperf.remote import is_remote
+
+        if max_slowdown is not None and not (
+            isinstance(max_slowdown, int | float) and 0 <= max_slowdown <= 10
+        ):
+            raise ValueError(
+                f"max_slowdown must be a fraction such as 0.05 (5%), got {max_slowdown!r}"
+            )
+        if is_remote(reference, candidate):
+            return compare_remote(
+                self, reference, candidate, feeds, name=name, api=api,
+                check_outputs=check_outputs, atol=atol, rtol=rtol, confidence=confidence,
+                max_slowdown=max_slowdown,
+            )  # fmt: skip
         label = name or f"{candidate.label} vs {reference.label}"
         ref_call, ref_outputs, api, _ = self._calls(reference, feeds, api)
         cand_call, cand_outputs, _, _ = self._calls(candidate, feeds, api)
@@ -428,9 +548,10 @@ class Recorder:
                 ref, cand = reference.derive(), candidate.derive()
                 calls = (self._calls(ref, feeds, api)[0], self._calls(cand, feeds, api)[0])
             if self.measured:
-                ref_s, cand_s = engine.interleave(
+                ref_s, cand_s = warmed(engine, ref, cand).interleave(
                     list(calls), should_stop=stop, watch_cpu=watches_cpu(ref, cand)
                 )
+                warn_unsettled(label, ref_s, cand_s)
             else:
                 ref_s, cand_s = smoke(calls[0], engine.clock), smoke(calls[1], engine.clock)
             return comparison(
@@ -439,7 +560,7 @@ class Recorder:
                 label, confidence, tuple(diffs),
             )  # fmt: skip
 
-        decision = self._decide(measure, entry)
+        decision = self._judge_ab(self._decide(measure, entry), max_slowdown)
         result, verdicts = decision.record, decision.verdicts
         arms = {"reference": reference, "candidate": candidate}
         extra = {}
@@ -456,6 +577,28 @@ class Recorder:
 
         self._enforce(label, decision, attribute)
         return result
+
+    def _judge_ab(
+        self, decision: Decision[Comparison], max_slowdown: float | None
+    ) -> Decision[Comparison]:
+        """With ``max_slowdown``, the decision with the verdict of the comparison judged on
+        itself, without baseline (:func:`pytest_ortperf.gating.ab.judge_ab`); its
+        regression fails the test (also where no gate runs: ``--ortperf-update``)."""
+        if max_slowdown is None or not self.measured:
+            return decision
+        from pytest_ortperf.gating.ab import judge_ab
+
+        alpha = self.gate.settings.alpha if self.gate is not None else 0.01
+        verdict = judge_ab(
+            decision.record.block_ratios, threshold=max_slowdown, alpha=alpha,
+            a="reference", b="candidate",
+        )  # fmt: skip
+        decision = dataclasses.replace(decision, verdicts=[*decision.verdicts, verdict])
+        strict = self.gate is not None and self.gate.settings.strict
+        if self.gate is None and verdict.failed(strict):
+            name = decision.record.name
+            self.failures.append(failure_message(name, [verdict], decision.verdicts))
+        return decision
 
     def profile(
         self,
@@ -501,21 +644,207 @@ class Recorder:
         api: str | None = None,
         name: str | None = None,
         runs: int = 5,
+        arena: bool = True,
     ) -> MemoryResult:
         """Peak memory of the process during each of ``runs`` calls (Linux: the kernel's
-        high-water mark, reset before each call where permitted). In smoke mode: one run."""
+        high-water mark, reset before each call where permitted) and, with ``arena`` (ORT
+        >= 1.32, measured runs only), ORT's own peak bytes in use from a short profile on a
+        separate session. ``name`` defaults to ``"<model>:memory"``. Gated with a
+        tolerance (:mod:`pytest_ortperf.gating.memory_rule`): ``memory.growth`` and
+        ``memory.arena_peak``. In smoke mode: one run, no profile."""
         from pytest_ortperf.profiling.memory import peak_memory
 
         call, _, api, session = self._calls(target, feeds, api)
+        name = name or f"{session.label}:memory"
+        entry = self._entry(name)
+        profile = None
+        if arena and self.measured:
+            from pytest_ortperf.profiling.run import profile_session
+
+            profiled = feeds if feeds is not None else getattr(target, "feeds", None)
+            if profiled is not None:
+                profile = profile_session(session, profiled, runs=2, warmup=1)
         result = dataclasses.replace(
-            peak_memory(call, runs=runs if self.measured else 1),
+            peak_memory(call, runs=runs if self.measured else 1, profile=profile),
             test=self.test,
-            name=name or session.label,
+            name=name,
             api=api,
             measured=self.measured,
         )
-        self._record(result)
+        verdicts: list[Verdict] = []
+        if self.gate is not None and self.measured:
+            verdicts = self.gate.judge(result.to_dict(), entry)
+        self._record(result, gated=True, verdicts=verdicts)
+        if verdicts:
+            self._enforce(name, Decision(result, verdicts))  # type: ignore[arg-type]
         return result
+
+    cold_launcher: Callable[[Path, str, float], Any] | None = None
+    """What starts one cold-start process (None: :func:`pytest_ortperf.coldstart.launch`);
+    tests set a :class:`pytest_ortperf.testing.ScriptedLauncher` to inject figures."""
+
+    def cold_start(
+        self,
+        model: Any,
+        feeds: Feeds,
+        *,
+        name: str | None = None,
+        shape_feeds: Feeds | bool | None = None,
+        launches: int | None = None,
+        timeout: float | None = None,
+        budget: float | None = None,
+        **session_keywords: Any,
+    ) -> ColdStartResult:
+        """Session creation, first run, and first run at a new input shape, each launch
+        a fresh Python process (see :mod:`pytest_ortperf.coldstart`). ``model`` is what
+        ``ort_session`` takes, with its keywords (``providers``, ``optimization``,
+        ``threads``, ``spinning``, ``options``, ``custom_ops``), or a session from it.
+        ``shape_feeds``: feeds at the other shape (None: every dynamic dim doubled;
+        False: no new-shape figure). Figures are gated against earlier runs' medians (as
+        absolute latencies are); compare two models with :meth:`compare_cold_start`."""
+        __tracebackhide__ = hide_rejected
+        from pytest_ortperf.coldstart import interleaved, prepare, shape_text, temp_directory
+
+        session = _cold_session(model, session_keywords)
+        name = name or f"{session.label} cold start"
+        entry_names = [f"{name}:{figure}" for figure in COLD_START_FIGURES]
+        for entry_name in entry_names:
+            self._entry(entry_name)
+        other, note = _shape_feeds(session, feeds, shape_feeds)
+        with temp_directory() as tmp:
+            prepared = prepare(
+                Path(tmp), "model", session.model_bytes, session.settings, feeds, other,
+                session.label,
+            )  # fmt: skip
+            settings = self._launch_settings(launches, timeout, budget)
+            (arm,) = interleaved([(prepared.spec, prepared.label)], **settings)
+        shapes = (shape_text(feeds),) + (() if other is None else (shape_text(other),))
+        result = ColdStartResult(
+            test=self.test,
+            name=name,
+            create=tuple(x.create for x in arm),
+            first_run=tuple(x.first_run for x in arm),
+            new_shape=tuple(x.new_shape for x in arm if x.new_shape is not None),
+            imports=tuple(x.imports for x in arm),
+            shapes=shapes,
+            new_shape_note=note,
+            measured=self.measured,
+            session=_session_info(session, False),
+        )
+        verdicts: list[Verdict] = []
+        if self.gate is not None and self.measured:
+            verdicts = self._judge_cold_start(result, self.gate)
+        self._record(result, verdicts=verdicts)
+        if verdicts:
+            self._enforce(name, Decision(result, verdicts))  # type: ignore[arg-type]
+        return result
+
+    def compare_cold_start(
+        self,
+        reference: Any,
+        candidate: Any,
+        feeds: Feeds,
+        *,
+        name: str | None = None,
+        shape_feeds: Feeds | bool | None = None,
+        launches: int | None = None,
+        timeout: float | None = None,
+        budget: float | None = None,
+        confidence: float = 0.95,
+        **session_keywords: Any,
+    ) -> dict[str, Comparison]:
+        """Cold starts of two models, their launches interleaved (reference, candidate,
+        reference, ...): one :class:`~pytest_ortperf.results.Comparison` per figure
+        (``create``, ``first_run``, ``new_shape`` where the models have a dynamic dim),
+        its samples the per-launch seconds and its ratio candidate/reference, each
+        recorded as ``"<name>:<figure>"`` and gated as any comparison is. Session keywords
+        apply to both models (or pass sessions from ``ort_session``)."""
+        __tracebackhide__ = hide_rejected
+        from pytest_ortperf.coldstart import interleaved, prepare, temp_directory
+
+        ref = _cold_session(reference, session_keywords)
+        cand = _cold_session(candidate, session_keywords)
+        label = name or f"{cand.label} vs {ref.label} cold start"
+        other, _ = _shape_feeds(ref, feeds, shape_feeds)
+        with temp_directory() as tmp:
+            arms = [
+                prepare(Path(tmp), key, s.model_bytes, s.settings, feeds, other, s.label)
+                for key, s in (("reference", ref), ("candidate", cand))
+            ]
+            settings = self._launch_settings(launches, timeout, budget)
+            ref_runs, cand_runs = interleaved([(a.spec, a.label) for a in arms], **settings)
+        results: dict[str, Comparison] = {}
+        for figure in COLD_START_FIGURES:
+            ref_s = _figure(ref_runs, figure)
+            cand_s = _figure(cand_runs, figure)
+            if not ref_s or not cand_s:
+                continue
+            figure_name = f"{label}:{figure}"
+            entry = self._entry(figure_name)
+            sides = (("reference", ref_s, ref), ("candidate", cand_s, cand))
+            ref_arm, cand_arm = (
+                LatencyResult(
+                    test=self.test, name=f"{figure_name}:{role}", api="cold_start",
+                    samples=samples, calls_per_block=1, measured=self.measured,
+                    session=_session_info(session, self.measured),
+                )
+                for role, samples, session in sides
+            )  # fmt: skip
+            record = comparison(ref_arm, cand_arm, figure_name, confidence)
+            verdicts: list[Verdict] = []
+            if self.gate is not None and self.measured:
+                verdicts = self.gate.judge(record.to_dict(), entry)
+            self._record(record, gated=True, verdicts=verdicts)
+            if verdicts:
+                self._enforce(figure_name, Decision(record, verdicts))
+            results[figure] = record
+        return results
+
+    def _launch_settings(
+        self, launches: int | None, timeout: float | None, budget: float | None
+    ) -> dict[str, Any]:
+        """Launch count, timeout and budget of a cold start: one launch and no warm-up in
+        smoke mode; when gated, at least the pairs the signed-rank test needs."""
+        from pytest_ortperf.coldstart import DEFAULT_BUDGET_S, DEFAULT_LAUNCHES, DEFAULT_TIMEOUT_S
+
+        timeout = DEFAULT_TIMEOUT_S if timeout is None else float(timeout)
+        if not self.measured:
+            launcher = {} if self.cold_launcher is None else {"launcher": self.cold_launcher}
+            return {"launches": 1, "timeout": timeout, "budget": math.inf, "warmup": False,
+                    **launcher}  # fmt: skip
+        count = DEFAULT_LAUNCHES if launches is None else int(launches)
+        if self.gate is not None and launches is None:
+            from pytest_ortperf.gating.rules import min_blocks_for
+
+            count = max(count, min_blocks_for(self.gate.settings.alpha))
+        launcher = {} if self.cold_launcher is None else {"launcher": self.cold_launcher}
+        return {
+            "launches": count,
+            "timeout": timeout,
+            "budget": DEFAULT_BUDGET_S if budget is None else float(budget),
+            **launcher,
+        }
+
+    def _judge_cold_start(self, result: ColdStartResult, gate: Gate) -> list[Verdict]:
+        """Each figure's median against earlier runs' medians (as absolute latencies)."""
+        from pytest_ortperf.gating.history import judge_against_runs
+
+        history = getattr(gate, "history", None)
+        settings = gate.settings
+        verdicts = []
+        session = None if result.session is None else result.session.to_dict()
+        for figure in result.figures:
+            key = {"test": self.test, "name": result.name, "api": result.api,
+                   "kind": result.kind, "figure": figure, "session": session}  # fmt: skip
+            earlier = history(key) if history is not None else None
+            verdict = judge_against_runs(
+                result.median(figure), earlier or (),
+                threshold=settings.latency_threshold or settings.threshold, alpha=settings.alpha,
+            )  # fmt: skip
+            metric = f"cold_start.{figure}"
+            message = verdict.message.replace("latency", metric, 1)
+            verdicts.append(dataclasses.replace(verdict, metric=metric, message=message))
+        return verdicts
 
     def rank(
         self,
@@ -536,6 +865,13 @@ class Recorder:
         measurement, as for the other results."""
         if len(variants) < 2:
             raise ValueError("rank needs at least two variants")
+        from pytest_ortperf.remote import is_remote
+
+        if is_remote(*variants.values()):
+            return rank_remote(
+                self, variants, feeds, name=name, api=api, check_outputs=check_outputs,
+                atol=atol, rtol=rtol,
+            )  # fmt: skip
         pairs = {key: self._calls(s, feeds, api) for key, s in variants.items()}
         if check_outputs:
             (first_key, first), *rest = pairs.items()
@@ -559,8 +895,10 @@ class Recorder:
 
         Its ``measured`` column (and ``frame.attrs["measured"]``) is False in smoke mode,
         where each API ran once: medians and ``ratio_to_fastest`` are then no
-        measurement, as for the other results."""
-        calls = {api: (make_call(session, feeds, api)[0], api, session) for api in APIS}
+        measurement, as for the other results. A bfloat16 model leaves out the APIs that
+        pass numpy arrays (``run``, ``run_c``, ``iobinding_bind_per_call``)."""
+        apis = usable_apis(session)
+        calls = {api: (make_call(session, feeds, api)[0], api, session) for api in apis}
         return self._table(name, calls)
 
     def _table(self, name: str, calls: Mapping[str, tuple[Call, str, OrtSession]]) -> pd.DataFrame:
@@ -568,10 +906,11 @@ class Recorder:
 
         keys = list(calls)
         if self.measured:
-            all_samples = self.engine.interleave(
+            all_samples = warmed(self.engine, *(calls[k][2] for k in keys)).interleave(
                 [calls[k][0] for k in keys],
                 watch_cpu=watches_cpu(*(calls[k][2] for k in keys)),
             )
+            warn_unsettled(name, *all_samples)
         else:
             all_samples = [smoke(calls[k][0], self.engine.clock) for k in keys]
         rows = []
@@ -586,3 +925,449 @@ class Recorder:
         frame["measured"] = self.measured
         frame.attrs["measured"] = self.measured
         return frame
+
+    # -------------------------------------------------------- per-call tails, throughput
+
+    def _claim(self, name: str) -> None:
+        """Reserve a measurement name in this test (ungated kinds share the namespace)."""
+        if name in self._gated_names:
+            raise ValueError(
+                f"measurement name {name!r} is already used in this test: give each "
+                "measurement its own name="
+            )
+        self._gated_names.add(name)
+
+    def _engine_config(self, *sessions: OrtSession) -> EngineConfig:
+        from pytest_ortperf.measure import EngineConfig
+
+        config = getattr(warmed(self.engine, *sessions), "config", None)
+        return config if isinstance(config, EngineConfig) else EngineConfig()
+
+    def per_call(
+        self,
+        target: Target,
+        feeds: Feeds | None = None,
+        *,
+        api: str | None = None,
+        name: str | None = None,
+        reference: Target | None = None,
+        q: float = 0.99,
+        threshold: float = 0.10,
+        min_calls: int = 1000,
+        max_calls: int = 20_000,
+    ) -> PerCallResult:
+        """Single calls timed one by one, the timer's own cost subtracted: p50/p90/p99/p99.9
+        of single calls (``.quantiles``), beside the block median the gate uses
+        (``.block_median``). See :mod:`pytest_ortperf.percall`.
+
+        With a ``reference`` (another session or binding, same feeds and api) both are
+        measured interleaved, round by round, and the tail rule
+        (:func:`pytest_ortperf.gating.tails.judge_tail`) judges the ``q`` quantile ratio
+        candidate/reference against ``threshold``: under ``--ortperf`` a regression fails
+        the test (inconclusive fails only with ``--ortperf-strict``). The result is the
+        target's, its ``reference`` the other arm. Recorded and stored; no baseline entry.
+        """
+        __tracebackhide__ = hide_rejected
+        from pytest_ortperf.percall import PerCallConfig, measure_per_call, smoke_per_call
+        from pytest_ortperf.results import PerCallResult
+
+        call, _, api, session = self._calls(target, feeds, api)
+        arms = [(call, session)]
+        if reference is not None:
+            ref_call, _, _, ref_session = self._calls(reference, feeds, api)
+            arms.insert(0, (ref_call, ref_session))
+        label = session.label if reference is None else f"{session.label} vs {arms[0][1].label}"
+        name = name or f"per-call {label}"
+        self._claim(name)
+        sessions = [s for _, s in arms]
+        if self.measured:
+            config = PerCallConfig.from_engine(
+                self._engine_config(*sessions), min_calls=min_calls, max_calls=max_calls
+            )
+            samples = measure_per_call(
+                [c for c, _ in arms], config=config, watch_cpu=watches_cpu(*sessions)
+            )
+        else:
+            samples = [smoke_per_call(c) for c, _ in arms]
+        results = [
+            PerCallResult(
+                test=self.test,
+                name=name if i == len(arms) - 1 else f"{name}:reference",
+                api=api,
+                calls=tuple(x * 1e-9 for x in s.calls_ns),
+                timer_cost=s.timer_ns * 1e-9,
+                calls_per_round=s.calls_per_round,
+                blocks=s.blocks,
+                calls_per_block=s.calls_per_block,
+                measured=self.measured,
+                session=sess.info(),
+                preempted=s.preempted,
+                preempted_kept=s.preempted_kept,
+                watched=s.watched,
+            )
+            for i, (s, (_, sess)) in enumerate(zip(samples, arms, strict=True))
+        ]
+        result = results[-1]
+        verdicts: list[Verdict] = []
+        if reference is not None:
+            result = dataclasses.replace(result, reference=results[0])
+            if self.measured:
+                from pytest_ortperf.gating.tails import judge_tail
+
+                alpha = self.gate.settings.alpha if self.gate is not None else 0.01
+                verdicts.append(
+                    judge_tail(
+                        results[0].rounds(), result.rounds(), q, threshold=threshold, alpha=alpha
+                    )
+                )
+        self._record(result, verdicts=verdicts)
+        if self.gate is not None and verdicts:
+            failing = self.gate.failing(verdicts)
+            if failing:
+                lines = [f"ortperf: {name!r} failed its tail rule"]
+                lines += [f"  FAIL {v.metric}: {v.message}" for v in failing]
+                self.failures.append("\n".join(lines))
+        return result
+
+    def throughput(
+        self,
+        target: OrtSession,
+        feeds: Feeds,
+        *,
+        concurrency: Sequence[int] = (1, 2, 4),
+        sessions: str = "shared",
+        api: str | None = None,
+        name: str | None = None,
+        seconds: float | None = None,
+        rounds: int = 3,
+    ) -> ThroughputResult:
+        """Calls per second and per-call latency with ``concurrency`` Python threads
+        calling at once (ORT's run releases the GIL): all of them one session
+        (``sessions="shared"``) or one session each (``"per_thread"``, derived from
+        ``target`` with its settings). Each level runs ``seconds`` (default: the
+        measurement budget) in ``rounds`` windows. The result names the intra-op threads,
+        spinning and cores the figures depend on. Recorded and stored, not gated."""
+        __tracebackhide__ = hide_rejected
+        import os
+
+        from pytest_ortperf.results import ThroughputLevel, ThroughputResult
+        from pytest_ortperf.stats import quantile
+        from pytest_ortperf.throughput import measure_levels
+
+        if not isinstance(target, OrtSession):
+            raise TypeError(
+                f"throughput needs a session from ort_session, got {type(target).__name__}"
+            )
+        if sessions not in ("shared", "per_thread"):
+            raise ValueError(f"sessions={sessions!r} is not one of 'shared', 'per_thread'")
+        levels = list(concurrency)
+        if not levels or any(not isinstance(n, int) or n < 1 for n in levels):
+            raise ValueError(f"concurrency must be positive thread counts, got {concurrency!r}")
+        if len(set(levels)) != len(levels):
+            raise ValueError(f"concurrency has repeated levels: {concurrency!r}")
+        call, _, api, session = self._calls(target, feeds, api)
+        name = name or f"throughput {session.label}"
+        self._claim(name)
+        pool = [session]
+
+        def calls_for(n: int) -> list[Call]:
+            if sessions == "shared":
+                return [call] + [self._calls(session, feeds, api)[0] for _ in range(n - 1)]
+            while len(pool) < n:
+                pool.append(session.derive())
+            return [call] + [self._calls(s, feeds, api)[0] for s in pool[1:n]]
+
+        budget = seconds if seconds is not None else self._engine_config(session).budget_s
+        if not budget > 0:
+            raise ValueError(f"seconds must be positive, got {seconds}")
+        if not self.measured:  # smoke: every level runs briefly, nothing is recorded
+            budget, rounds = 0.001, 1
+        runs = measure_levels(calls_for, levels, seconds=budget, rounds=rounds)
+        results = []
+        for n in levels:
+            windows = runs[n]
+            spans = sorted(x * 1e-9 for w in windows for x in w.latencies_ns)
+            if not spans:
+                raise RuntimeError(f"throughput {name!r}: no call finished at {n} threads")
+            results.append(
+                ThroughputLevel(
+                    concurrency=n,
+                    calls=sum(w.calls for w in windows),
+                    seconds=sum(w.seconds for w in windows),
+                    rates=tuple(w.calls / w.seconds for w in windows if w.seconds > 0),
+                    p50=quantile(spans, 0.5),
+                    p90=quantile(spans, 0.9),
+                    p99=quantile(spans, 0.99),
+                    mean=sum(spans) / len(spans),
+                )
+            )
+        settings = session.settings
+        options = dict(settings.options)
+        intra = int(options.get("intra_op_num_threads", settings.threads))
+        inter = int(options.get("inter_op_num_threads", 1 if settings.threads == 1 else 0))
+        affinity = getattr(os, "sched_getaffinity", None)
+        cores = len(affinity(0)) if affinity is not None else (os.cpu_count() or 1)
+        result = ThroughputResult(
+            test=self.test,
+            name=name,
+            api=api,
+            levels=tuple(results),
+            sessions=sessions,
+            intra_op_threads=intra,
+            inter_op_threads=inter,
+            spinning=settings.spinning,
+            cores=cores,
+            measured=self.measured,
+            session=session.info(),
+        )
+        self._record(result)
+        return result
+
+
+# --------------------------------------------------------------------------- remote sessions
+# Sessions of ``ort_env`` run in worker processes (pytest_ortperf.remote measures them);
+# here they are compared, ranked, profiled and recorded as local ones are.
+
+
+def measure_ab(
+    reference: RemoteSession,
+    candidate: RemoteSession,
+    feeds: Feeds,
+    *,
+    config: EngineConfig | None,
+    name: str,
+    test: str = "",
+    api: str = "iobinding",
+    measured: bool = True,
+    stop: StopRule | None = None,
+    confidence: float = 0.95,
+    diffs: Sequence[OutputDiff] = (),
+) -> Comparison:
+    """One interleaved measurement of two remote sessions as a
+    :class:`~pytest_ortperf.results.Comparison` (ratio candidate/reference)."""
+    from pytest_ortperf.remote import Arms, arm_result
+
+    ref_s, cand_s = Arms(reference, candidate, feeds, api).measure(config, stop, measured)
+    if measured:
+        warn_unsettled(name, ref_s, cand_s)
+    return comparison(
+        arm_result(test, f"{name}:reference", api, ref_s, reference, measured),
+        arm_result(test, f"{name}:candidate", api, cand_s, candidate, measured),
+        name, confidence, tuple(diffs),
+    )  # fmt: skip
+
+
+def check_outputs_ab(
+    reference: RemoteSession,
+    candidate: RemoteSession,
+    feeds: Feeds,
+    *,
+    api: str,
+    atol: float,
+    rtol: float,
+    what: str,
+) -> list[OutputDiff]:
+    """Both sessions' outputs on the same feeds, checked with the usual tolerances
+    (:func:`pytest_ortperf.recorder.verify_outputs`)."""
+    from pytest_ortperf.remote import Arms
+
+    ref_out, cand_out = Arms(reference, candidate, feeds, api).outputs()
+    return verify_outputs(
+        reference.output_names, ref_out, cand_out, atol=atol, rtol=rtol, what=what
+    )
+
+
+PROFILE_ROUNDS = 2
+"""Profiles taken of each arm, alternately (A B B A): the least disturbed one of each
+(the lowest kernel time per run) is compared. One profile of a few runs of a small model
+read 40% apart from the next one of the same session on a busy machine."""
+
+
+PROFILE_SECONDS = 0.05
+"""Seconds of (unprofiled) calls a profile covers at least: a few runs of a model of
+microseconds say little (200 runs of a 13 us attention block read within 3-8% from one
+profile to the next here, 20 runs within 40%)."""
+
+MAX_PROFILE_RUNS = 1000
+
+
+def profile_runs_for(seconds_per_call: float, minimum: int) -> int:
+    """Runs of a profile: at least ``minimum``, and enough for :data:`PROFILE_SECONDS`."""
+    if not seconds_per_call > 0:
+        return minimum
+    return max(minimum, min(MAX_PROFILE_RUNS, int(PROFILE_SECONDS / seconds_per_call)))
+
+
+def remote_profile(session: RemoteSession, feeds: Feeds, *, runs: int, warmup: int = 3) -> Profile:
+    """A profile of ``runs`` calls of a remote session, taken in its worker on a separate
+    profiling session (outside any timed run), parsed here; its file is removed."""
+    import tempfile
+
+    from pytest_ortperf.profiling.parse import read_profile
+
+    with tempfile.TemporaryDirectory(prefix="ortperf-profile-") as tmp:
+        path = session.profile_to(Path(tmp), feeds, runs=runs, warmup=warmup)
+        profile = read_profile(path, keep_events=True)
+    profile.source = None
+    return profile.select_runs(warmup)
+
+
+def least_disturbed(
+    sessions: Sequence[RemoteSession], feeds: Feeds, runs: int, rounds: int = PROFILE_ROUNDS
+) -> list[Profile]:
+    """Each session's profile with the lowest kernel time per run, of ``rounds`` taken in
+    alternating order (each round reverses the previous one)."""
+    from pytest_ortperf.remote import order
+
+    taken: list[list[Profile]] = [[] for _ in sessions]
+    for r in range(rounds):
+        for i in order(r, len(sessions)):
+            taken[i].append(remote_profile(sessions[i], feeds, runs=runs))
+    return [min(profiles, key=lambda p: p.kernel_us_per_run()) for profiles in taken]
+
+
+def profile_lines(
+    reference: RemoteSession, candidate: RemoteSession, feeds: Feeds, *, runs: int = 20
+) -> list[str]:
+    """Which op types got slower or faster, reference -> candidate: each profiled in its
+    own worker, outside the timed runs (time per run of each op type, and counts), the
+    least disturbed of :data:`PROFILE_ROUNDS` profiles of each."""
+    from pytest_ortperf.profiling.parse import compare_profiles
+
+    base, other = least_disturbed([reference, candidate], feeds, runs)
+    diff = compare_profiles(base, other)
+    frame = diff.by_op
+    lines = [f"kernel time per run: {diff.base_kernel_us:.1f} -> {diff.optimized_kernel_us:.1f} us"]
+    moved = (frame["optimized_us"] - frame["base_us"]).abs().sort_values(ascending=False)
+    for pos in moved.index[:8]:
+        row = frame.loc[pos]
+        before, after = float(row["base_us"]), float(row["optimized_us"])
+        if before == after:
+            continue
+        change = f" ({after / before - 1:+.1%})" if before > 0 else " (new)"
+        count = f", count {row['change']}" if row["change"] else ""
+        lines.append(f"  {row['op_type']}: {before:.1f} -> {after:.1f} us/run{change}{count}")
+    return lines
+
+
+def compare_remote(
+    recorder: Recorder,
+    reference: object,
+    candidate: object,
+    feeds: Feeds,
+    *,
+    name: str | None,
+    api: str,
+    check_outputs: bool,
+    atol: float,
+    rtol: float,
+    confidence: float,
+    max_slowdown: float | None,
+) -> Comparison:
+    """``ortperf.compare`` of two remote sessions: outputs checked, measured interleaved
+    in their workers, recorded and gated as a local comparison is (the baseline's ratio
+    and structure; with ``max_slowdown`` also without baseline). Where the gate fails
+    it, each arm's profile (taken in its worker) says which op types moved."""
+    from pytest_ortperf.measure import EngineConfig
+    from pytest_ortperf.remote import both_remote, engine_config
+
+    ref, cand = both_remote(reference, candidate)
+    label = name or f"{cand.label} vs {ref.label}"
+    diffs: list[OutputDiff] = []
+    if check_outputs:
+        what = f"compare {label!r}"
+        diffs = check_outputs_ab(ref, cand, feeds, api=api, atol=atol, rtol=rtol, what=what)
+    entry = recorder._entry(label)
+
+    def measure(engine: Any, stop: StopRule | None, fresh: bool) -> Comparison:
+        # A baseline's later runs: each on a fresh pair of workers (new processes).
+        pair = (ref.derive(), cand.derive()) if fresh else (ref, cand)
+        try:
+            return measure_ab(
+                *pair, feeds, config=engine_config(engine) or EngineConfig(), name=label,
+                test=recorder.test, api=api, measured=recorder.measured, stop=stop,
+                confidence=confidence, diffs=diffs,
+            )  # fmt: skip
+        finally:
+            if fresh:
+                for session in pair:
+                    session.close()
+
+    decision = recorder._judge_ab(recorder._decide(measure, entry), max_slowdown)
+    recorder._record(decision.record, gated=True, verdicts=decision.verdicts)
+
+    def attribute() -> list[str]:
+        record = decision.record
+        runs = profile_runs_for(max(record.reference.median, record.candidate.median), 20)
+        try:
+            lines = profile_lines(ref, cand, feeds, runs=runs)
+        except Exception as exc:  # attribution must never hide the verdict it explains
+            return [f"  (no attribution: profiling failed: {type(exc).__name__}: {exc})"]
+        return ["  where the time goes, reference -> candidate (each profiled in its worker):"] + [
+            f"    {line}" for line in lines
+        ]
+
+    recorder._enforce(label, decision, attribute)
+    return decision.record
+
+
+def rank_remote(
+    recorder: Recorder,
+    variants: Mapping[str, object],
+    feeds: Feeds,
+    *,
+    name: str,
+    api: str,
+    check_outputs: bool,
+    atol: float,
+    rtol: float,
+) -> pd.DataFrame:
+    """``ortperf.rank`` of remote sessions (all of them remote): outputs checked against
+    the first, blocks interleaved in the workers (each round reversing the last), one row
+    per variant sorted by median with its ratio to the fastest."""
+    import pandas as pd
+
+    from pytest_ortperf.measure import EngineConfig
+    from pytest_ortperf.remote import (
+        RemoteSession,
+        arm_result,
+        engine_config,
+        interleave,
+        shared_feeds,
+        watches_cpu,
+    )
+    from pytest_ortperf.remote import smoke as smoke_remote
+
+    local = [key for key, s in variants.items() if not isinstance(s, RemoteSession)]
+    if local:
+        raise TypeError(
+            f"rank got local session(s) {local} beside remote ones: make every variant with "
+            "ort_env so that all run in workers (ort_env(sys.executable) is this environment)"
+        )
+    sessions = {key: s for key, s in variants.items() if isinstance(s, RemoteSession)}
+    keys = list(sessions)
+    arms = [sessions[k] for k in keys]
+    with shared_feeds(arms, feeds, api):
+        if check_outputs:
+            first = arms[0].outputs()
+            for key, session in zip(keys[1:], arms[1:], strict=True):
+                verify_outputs(
+                    session.output_names, first, session.outputs(), atol=atol, rtol=rtol,
+                    what=f"rank {name!r}: {key!r} vs {keys[0]!r}",
+                )  # fmt: skip
+        if recorder.measured:
+            config = engine_config(recorder.engine) or EngineConfig()
+            all_samples = interleave(arms, config, watch_cpu=watches_cpu(*arms))
+            warn_unsettled(name, *all_samples)
+        else:
+            all_samples = smoke_remote(arms)
+    rows = []
+    for key, session, samples in zip(keys, arms, all_samples, strict=True):
+        result = arm_result(recorder.test, f"{name}:{key}", api, samples, session, False)
+        recorder._record(result)
+        rows.append({"variant": key, "api": api, **result.summary.to_dict()})
+    frame = pd.DataFrame(rows).sort_values("median", ignore_index=True)
+    frame["ratio_to_fastest"] = frame["median"] / frame["median"].iloc[0]
+    frame["measured"] = recorder.measured
+    frame.attrs["measured"] = recorder.measured
+    return frame

@@ -22,6 +22,15 @@ import onnxruntime as ort
 
 from pytest_ortperf.feeds import GeneratedFeeds, check_feed_names
 from pytest_ortperf.ort_session import OrtSession
+from pytest_ortperf.ortvalues import (
+    empty_value,
+    has_bfloat16,
+    is_bfloat16,
+    ort_value,
+    run_plain,
+    to_numpy,
+)
+from pytest_ortperf.providers import DEVICES, device_for, providers_for_device
 
 APIS: tuple[str, ...] = (
     "run",
@@ -80,7 +89,7 @@ def run_checked(session: OrtSession, feeds: Mapping[str, Any]) -> list[Any]:
     refuses generated feeds, an :class:`InputsRejected` instead of its own error."""
     __tracebackhide__ = hide_rejected
     try:
-        return list(session.sess.run(None, {n: feeds[n] for n in session.input_names}))
+        return run_plain(session.sess, {n: feeds[n] for n in session.input_names})
     except Exception as exc:
         error = inputs_rejected(session, feeds, exc)
         if error is None:
@@ -88,14 +97,66 @@ def run_checked(session: OrtSession, feeds: Mapping[str, Any]) -> list[Any]:
     raise error
 
 
+NO_SYNC_KEY = "disable_synchronize_execution_providers"
+"""The run option (``RunOptions.add_run_config_entry``) that keeps ORT from synchronizing
+the execution providers with the host at the end of ``Run``."""
+
+
+def run_options_of(options: ort.RunOptions | Mapping[str, str] | None) -> ort.RunOptions:
+    """``RunOptions`` as given, or built from config entries (``{key: value}``)."""
+    if isinstance(options, ort.RunOptions):
+        return options
+    run_options = ort.RunOptions()
+    for key, value in (options or {}).items():
+        run_options.add_run_config_entry(str(key), str(value))
+    return run_options
+
+
+def run_config_entry(options: ort.RunOptions, key: str) -> str | None:
+    """A run config entry, ``None`` when not set (ORT raises for a key never set)."""
+    try:
+        return str(options.get_run_config_entry(key))
+    except RuntimeError:
+        return None
+
+
+def check_device(session: OrtSession, device: str) -> None:
+    """Raise ``ValueError`` for a device ``OrtBinding`` does not know, or one the
+    session's providers do not compute on."""
+    if device not in DEVICES:
+        raise ValueError(f"device must be one of {', '.join(map(repr, DEVICES))}, got {device!r}")
+    if device == "cpu":
+        return
+    needed = providers_for_device(device)
+    used = session.sess.get_providers()
+    if not any(p in used for p in needed):
+        raise ValueError(
+            f"device={device!r} needs a session with {' or '.join(needed)}; model "
+            f"{session.label} runs on {used}"
+        )
+
+
 class OrtBinding:
-    """IOBinding-backed feeds: inputs bound once as OrtValues on the device, outputs
-    pre-allocated from one warm run and bound, so :meth:`run` allocates and copies nothing.
+    """IOBinding-backed feeds: inputs turned into OrtValues on the device and bound once,
+    outputs pre-allocated on the device (shapes from one warm run) and bound, so
+    :meth:`run` allocates and copies nothing between host and device.
+
+    ``device`` defaults to the session's: ``cuda`` for CUDA or TensorRT, ``dml`` for
+    DirectML, ``cann`` for CANN, else ``cpu`` (see :func:`pytest_ortperf.providers.device_for`).
+
+    A timed :meth:`run` measures completed work: ORT synchronizes the providers with the
+    host at the end of ``Run`` (``cudaStreamSynchronize`` for CUDA), unless the run option
+    ``disable_synchronize_execution_providers`` is ``"1"``; with it, :meth:`run` calls
+    ``IOBinding.synchronize_outputs()`` after each run (:attr:`explicit_sync`), so it still
+    returns when the work is done. Only the CPU paths have run in this project's tests: the
+    CUDA, DirectML and CANN paths follow ORT's documented API and have not run on a GPU.
 
     Outputs that are not tensors (sequences, maps such as ZipMap) or are strings cannot be
     pre-allocated: they are bound by name and listed in :attr:`bound_by_name`. ORT's Python
     API cannot turn such an OrtValue into Python objects, so :meth:`outputs` reads those from
-    one plain ``run()`` on the same inputs.
+    one plain ``run()`` on the same inputs. An output's buffer has the shape of the warm run;
+    an output whose shape depends on input *values* (NonZero) needs a new binding after
+    :meth:`copy_in`.
     """
 
     def __init__(
@@ -103,16 +164,14 @@ class OrtBinding:
         session: OrtSession,
         feeds: Mapping[str, np.ndarray[Any, Any]],
         *,
-        device: str = "cpu",
+        device: str | None = None,
         device_id: int = 0,
+        run_options: ort.RunOptions | Mapping[str, str] | None = None,
     ) -> None:
-        if device not in ("cpu", "cuda"):
-            raise ValueError(f"device must be 'cpu' or 'cuda', got {device!r}")
-        if device == "cuda" and "CUDAExecutionProvider" not in session.settings.providers:
-            raise ValueError(
-                "device='cuda' needs a session with CUDAExecutionProvider; this one has "
-                f"{list(session.settings.providers)}"
-            )
+        device = device_for(session.sess.get_providers()) if device is None else device
+        check_device(session, device)
+        if not isinstance(device_id, int) or isinstance(device_id, bool) or device_id < 0:
+            raise ValueError(f"device_id must be a non-negative integer, got {device_id!r}")
         __tracebackhide__ = hide_rejected
         check_feed_names(session.input_names, feeds, f"model {session.label}")
         strings = sorted(n for n in session.input_names if feeds[n].dtype == object)
@@ -128,59 +187,117 @@ class OrtBinding:
         self.binding = session.sess.io_binding()
         self._inputs: dict[str, ort.OrtValue] = {}
         for name in session.input_names:
-            value = ort.OrtValue.ortvalue_from_numpy(
-                np.ascontiguousarray(feeds[name]), device, device_id
-            )
+            value = ort_value(feeds[name], device, device_id)
             self._inputs[name] = value
             self.binding.bind_ortvalue_input(name, value)
+        if device != "cpu":
+            self.binding.synchronize_inputs()
         warm = run_checked(session, feeds)
         by_name = []
+        self._outputs: dict[str, ort.OrtValue] = {}
         for name, value in zip(session.output_names, warm, strict=True):
             if isinstance(value, np.ndarray) and value.dtype.kind != "O":
-                out = ort.OrtValue.ortvalue_from_shape_and_type(
-                    value.shape, value.dtype, device, device_id
-                )
+                out = empty_value(value.shape, value.dtype, device, device_id)
+                self._outputs[name] = out
                 self.binding.bind_ortvalue_output(name, out)
             else:
                 self.binding.bind_output(name, device, device_id)
                 by_name.append(name)
         self.bound_by_name: tuple[str, ...] = tuple(by_name)
-        self._run_options = ort.RunOptions()
+        self._run_options = run_options_of(run_options)
+        self.explicit_sync = run_config_entry(self._run_options, NO_SYNC_KEY) == "1"
+        """Whether :meth:`run` synchronizes the outputs itself (ORT was told not to)."""
         # The C-level call: what a timed loop should repeat, nothing else.
-        self.call: Call = functools.partial(
+        run = functools.partial(
             session.sess._sess.run_with_iobinding, self.binding._iobinding, self._run_options
         )
+        if self.explicit_sync:
+            sync = self.binding._iobinding.synchronize_outputs
+
+            def run_then_sync() -> None:
+                run()
+                sync()
+
+            self.call: Call = run_then_sync
+        else:
+            self.call = run
 
     def run(self) -> None:
-        """One inference on the bound inputs into the bound outputs."""
+        """One inference on the bound inputs into the bound outputs, completed on return."""
         self.call()
 
     def outputs(self) -> list[Any]:
-        """The outputs of the last run as numpy arrays (Python objects for non-tensors)."""
-        values = self.binding.get_outputs()
-        if not self.bound_by_name:
-            return [v.numpy() for v in values]
-        plain = dict(
-            zip(
-                self.bound_by_name,
-                self.session.sess.run(list(self.bound_by_name), self.feeds),
-                strict=True,
-            )
-        )
-        return [
-            plain[name] if name in plain else value.numpy()
-            for name, value in zip(self.session.output_names, values, strict=True)
+        """The outputs of the last run as numpy arrays (Python objects for non-tensors),
+        copied to the host now (never during :meth:`run`). bfloat16 outputs come as
+        ``ml_dtypes.bfloat16`` arrays; those held on a device are read by one more run
+        with outputs on the host (ORT's Python API cannot copy a device bfloat16 value)."""
+        names = self.session.output_names
+        plain: dict[str, Any] = {}
+        device_bf16 = [
+            n for n, v in self._outputs.items() if self.device != "cpu" and _bf16_value(v)
         ]
+        if self.bound_by_name or device_bf16:
+            wanted = [*self.bound_by_name, *device_bf16]
+            plain = dict(zip(wanted, run_plain(self.session.sess, self.feeds, wanted), strict=True))
+        result = []
+        for name in names:
+            if name in plain:
+                result.append(plain[name])
+            elif self.device == "cpu":
+                result.append(to_numpy(self._outputs[name]))
+            else:
+                result.append(None)
+        if self.device != "cpu" and any(v is None for v in result):
+            copied = self.binding.copy_outputs_to_cpu()
+            result = [copied[i] if v is None else v for i, v in enumerate(result)]
+        return result
 
     def copy_in(self, feeds: Mapping[str, np.ndarray[Any, Any]]) -> None:
         """Copy new input values (same shapes and dtypes) into the bound buffers."""
         for name, array in feeds.items():
-            self._inputs[name].update_inplace(np.ascontiguousarray(array))
+            contiguous = np.ascontiguousarray(array)
+            if is_bfloat16(contiguous.dtype):
+                if self.device != "cpu":
+                    # the binding copied the host value to the device when it was bound
+                    value = ort_value(contiguous)
+                    self._inputs[name] = value
+                    self.binding.bind_ortvalue_input(name, value)
+                else:
+                    self._inputs[name].update_inplace(contiguous.view(np.uint16))
+            else:
+                self._inputs[name].update_inplace(contiguous)
             self.feeds[name] = array
 
     def __repr__(self) -> str:
         extra = f", bound_by_name={list(self.bound_by_name)}" if self.bound_by_name else ""
-        return f"OrtBinding({self.session.label!r}, device={self.device!r}{extra})"
+        where = f"{self.device}:{self.device_id}" if self.device != "cpu" else "cpu"
+        return f"OrtBinding({self.session.label!r}, device={where!r}{extra})"
+
+
+def _bf16_value(value: ort.OrtValue) -> bool:
+    return bool(value.data_type() == "tensor(bfloat16)")
+
+
+DEFAULT_API = "run"
+BFLOAT16_API = "run_with_ort_values"
+"""The default API of a bfloat16 model: ``InferenceSession.run`` cannot take or return
+bfloat16 (numpy has no such dtype), ``run_with_ort_values`` is the closest that can."""
+
+PLAIN_APIS = ("run", "run_c", "iobinding_bind_per_call")
+"""The APIs that pass numpy arrays to onnxruntime: not for bfloat16 models."""
+
+
+def usable_apis(session: OrtSession) -> tuple[str, ...]:
+    """The APIs that can run ``session``: all of :data:`APIS`, less :data:`PLAIN_APIS`
+    for a bfloat16 model."""
+    if has_bfloat16(session.sess):
+        return tuple(api for api in APIS if api not in PLAIN_APIS)
+    return APIS
+
+
+def default_api(session: OrtSession) -> str:
+    """``run``, or :data:`BFLOAT16_API` for a model with bfloat16 inputs or outputs."""
+    return BFLOAT16_API if has_bfloat16(session.sess) else DEFAULT_API
 
 
 def make_call(
@@ -199,6 +316,12 @@ def make_call(
             f"model {session.label} has string input(s) {strings}, which ORT cannot hold in "
             f"OrtValues: time it with api='run' or 'run_c', not {api!r}"
         )
+    if api in PLAIN_APIS and has_bfloat16(sess):
+        raise ValueError(
+            f"model {session.label} has bfloat16 inputs or outputs, which api={api!r} cannot "
+            "pass (numpy has no bfloat16; ORT's run() rejects ml_dtypes arrays): time it with "
+            "api='run_with_ort_values', 'iobinding_copy' or 'iobinding'"
+        )
     if isinstance(feeds_in, GeneratedFeeds) and api not in BINDING_APIS:
         # Inputs that ORT refuses fail here, saying they were generated, rather than deep
         # in a timed loop (an OrtBinding's warm run checks them for the binding APIs).
@@ -210,9 +333,9 @@ def make_call(
         call = functools.partial(sess._sess.run, names, feeds, ort.RunOptions())
         return call, lambda: list(sess.run(None, feeds))
     if api == "run_with_ort_values":
-        values = {n: ort.OrtValue.ortvalue_from_numpy(a) for n, a in feeds.items()}
+        values = {n: ort_value(a) for n, a in feeds.items()}
         call = functools.partial(sess.run_with_ort_values, names, values, ort.RunOptions())
-        return call, lambda: list(sess.run(None, feeds))
+        return call, lambda: run_plain(sess, feeds)
     if api == "iobinding_bind_per_call":
         binding = sess.io_binding()
 
@@ -225,7 +348,7 @@ def make_call(
             return binding.copy_outputs_to_cpu()  # type: ignore[no-any-return]
 
         return bind_per_call, bind_per_call
-    bound = OrtBinding(session, feeds_in, device=session.device)
+    bound = OrtBinding(session, feeds_in)
     if api == "iobinding_copy":
 
         def copy_then_run() -> object:

@@ -8,6 +8,7 @@ imported when a measured run needs them.
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Callable, Mapping
 from functools import cache
 from pathlib import Path
@@ -67,7 +68,7 @@ def history(state: OrtperfState) -> Callable[[Mapping[str, Any]], list[float] | 
         try:
             return run_medians(
                 store, str(record["test"]), str(record["name"]), api=str(record["api"]),
-                fingerprint=match,
+                fingerprint=match, figure=record.get("figure"),
             )  # fmt: skip
         except StoreError:
             return None
@@ -86,9 +87,14 @@ class OrtperfState:
         self.judgements: list[Judgement] = []
         self.baseline_records: list[dict[str, Any]] = []
         self.profiles: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        self.attributions: dict[tuple[str, str], list[str]] = {}
+        """(test, name) of a regression -> the op types its attribution found moving."""
         self.passed: set[str] = set()
         self.collected: set[str] = set()
         self.started = time.time()
+        self.uid = str(uuid.uuid4())
+        """This run's uid in the store (``runs.uid``): made now, so that a run spooled and
+        written later, or written twice, is stored once."""
         self.notes: list[str] = []
         """Lines for the terminal summary (where results went, what could not be done)."""
         self.run_id: int | None = None
@@ -121,6 +127,7 @@ class OrtperfState:
 
     def _gather(self, report: pytest.TestReport) -> None:
         from pytest_ortperf.results import (
+            ATTRIBUTION_PROPERTY,
             GATED,
             PROFILE_PROPERTY,
             USER_PROPERTY,
@@ -142,6 +149,9 @@ class OrtperfState:
                 self.judgements.append(Judgement.from_dict(value))
             elif key == PROFILE_PROPERTY:
                 self.profiles[(str(value["test"]), str(value["name"]))] = list(value["by_op"])
+            elif key == ATTRIBUTION_PROPERTY:
+                key_of = (str(value["test"]), str(value["name"]))
+                self.attributions[key_of] = [str(line) for line in value["lines"]]
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
@@ -162,27 +172,37 @@ class OrtperfState:
         return resolve_store(self.settings.store, self.rootpath)
 
     def save_to_store(self, config: pytest.Config, *, interrupted: bool = False) -> None:
-        """Write this run's records to the store in one transaction. ``interrupted``: the
-        run was stopped before all its tests ran (Ctrl-C), so it is stored marked as such.
+        """Write this run's records to the store in one transaction, then the runs spooled
+        earlier for the same store. ``interrupted``: the run was stopped before all its
+        tests ran (Ctrl-C), so it is stored marked as such.
 
-        Never raises: a store that cannot be written, or any other failure of the store
-        code, is a note ("results NOT stored"), and test outcomes and the exit status stay
-        as they are (the store is history; ``--ortperf-json`` keeps the results too)."""
-        if not self.settings.enabled or not self.records:
+        Never raises: a store that cannot be written is a note, and the run goes to the
+        spool (:mod:`pytest_ortperf.spool`) for the next run or ``ortperf sync`` to write;
+        test outcomes and the exit status stay as they are (the store is history)."""
+        if not self.settings.enabled:
             return
         from pytest_ortperf.store import StoreError, redact_url
 
         target: str | None = None
+        run = None
         try:
             target = self.store_target()
             if target is None:
                 return
-            run_id = self._save_run(config, target, interrupted=interrupted)
-        except StoreError as exc:
-            self.notes.append(redact_url(f"results NOT stored: {exc}", target))
-            return
-        except Exception as exc:  # a bug of ours or of a driver: still only a note
-            note = f"results NOT stored: unexpected {type(exc).__name__}: {exc}"
+            if not self.records:
+                self._sync_spool(target)
+                return
+            run = self._spooled_run(config, target, interrupted=interrupted)
+            run_id = run.save(target)
+        except Exception as exc:  # a bug of ours or of a driver too: still only a note
+            why = (
+                str(exc)
+                if isinstance(exc, StoreError)
+                else f"unexpected {type(exc).__name__}: {exc}"
+            )
+            note = f"results NOT stored: {why}"
+            if run is not None:
+                note += "; " + self._spool(run)
             self.notes.append(redact_url(note, target))
             return
         self.run_id = run_id
@@ -193,32 +213,73 @@ class OrtperfState:
             else ""
         )
         self.notes.append(f"{len(self.records)} results stored in {where} (run {run_id}{mark})")
+        self._sync_spool(target)
 
-    def _save_run(self, config: pytest.Config, target: str, *, interrupted: bool) -> int:
+    def spool_dir(self) -> Path:
+        from pytest_ortperf.spool import resolve_spool
+
+        return resolve_spool(None, self.rootpath)
+
+    def _spooled_run(self, config: pytest.Config, target: str, *, interrupted: bool) -> Any:
         from pytest_ortperf.env import git_info
-        from pytest_ortperf.store import save_run
+        from pytest_ortperf.spool import SpooledRun
+        from pytest_ortperf.store import redact_url, store_label
 
-        return save_run(
-            target,
+        command_line = " ".join(["pytest", *config.invocation_params.args])
+        return SpooledRun(
+            uid=self.uid,
+            store=store_label(target),
             started=self.started,
             finished=time.time(),
-            command_line=" ".join(["pytest", *config.invocation_params.args]),
+            command_line=redact_url(command_line, target),
             git=git_info(config.rootpath),
             environment=environment(),
-            records=self.records,
-            profiles=self.profiles,
+            records=list(self.records),
+            profiles=dict(self.profiles),
             interrupted=interrupted,
         )
+
+    def _spool(self, run: Any) -> str:
+        """Spool ``run``; what became of it, in words, for the note."""
+        from pytest_ortperf.spool import SpoolError, spool_run
+
+        try:
+            path = spool_run(self.spool_dir(), run)
+        except SpoolError as exc:
+            return f"spooling it failed too: {exc}"
+        return f"spooled to {path}: the next run or `ortperf sync` writes it to the store"
+
+    def _sync_spool(self, target: str) -> None:
+        """Write the runs spooled earlier for ``target``; a note says what was done."""
+        from pytest_ortperf.spool import SpoolError, sync
+        from pytest_ortperf.store import redact_url
+
+        try:
+            done = sync(target, self.spool_dir())
+        except SpoolError as exc:
+            self.notes.append(f"spooled runs not written: {exc}")
+            return
+        if done.written:
+            ids = ", ".join(str(run_id) for _, run_id in done.written)
+            n = len(done.written)
+            self.notes.append(
+                f"{n} spooled run{'s' if n > 1 else ''} written to the store (run {ids})"
+            )
+        if done.error is not None and (done.written or self.records):
+            self.notes.append(redact_url(f"spooled runs not written: {done.error}", target))
+        for _path, why in done.damaged:
+            self.notes.append(f"spool file left as it was: {why}")
 
     def maintain_baselines(self, config: pytest.Config) -> None:
         """``--ortperf-update``: write the baselines of the tests that ran and prune those of
         tests that no longer exist, each file on its own and under its lock (see
         :func:`~pytest_ortperf.gating.baseline.update_baseline`); otherwise report unused
-        entries (see :func:`~pytest_ortperf.gating.baseline.plan_baselines`).
+        entries (see :func:`~pytest_ortperf.gating.baseline.plan_baselines`). With history
+        baselines (which never update files) the files are neither read nor reported on.
 
         Every file that could not be updated gets its own note; once all the others are
         written, this raises BaselineError naming them, so the run fails."""
-        if not self.settings.enabled:
+        if not self.settings.enabled or self.settings.baseline == "history":
             return
         from pytest_ortperf.gating.baseline import (
             Baseline,
@@ -314,6 +375,7 @@ class OrtperfState:
             store=self.store_target(),
             threshold=settings.gate.threshold,
             baseline_samples=self.baseline_samples(),
+            attributions=dict(self.attributions),
         )
 
     def baseline_samples(self) -> dict[tuple[str, str], list[float]]:
@@ -322,7 +384,7 @@ class OrtperfState:
         from pytest_ortperf.gating.baseline import BaselineError
         from pytest_ortperf.results import LatencyResult
 
-        if self.settings.update:
+        if self.settings.update or self.settings.baseline == "history":
             return {}
         out: dict[tuple[str, str], list[float]] = {}
         for record in self.records:

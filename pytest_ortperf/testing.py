@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TypeVar
+from pathlib import Path
+from typing import TYPE_CHECKING, TypeVar
 
 from pytest_ortperf.measure import (
     Call,
@@ -15,7 +16,10 @@ from pytest_ortperf.measure import (
     asks_stop_rule,
 )
 
-__all__ = ["ScriptedEngine"]
+if TYPE_CHECKING:
+    from pytest_ortperf.coldstart import Launch
+
+__all__ = ["ScriptedEngine", "ScriptedLauncher"]
 
 GATED_MIN_BLOCKS = 9
 """The fewest blocks of a gated measurement at the default alpha 0.01 (the plugin raises the
@@ -130,6 +134,10 @@ class ScriptedEngine:
         child.budget_factor = self.budget_factor * factor
         return child
 
+    def for_providers(self, providers: Sequence[str]) -> ScriptedEngine:
+        """This engine: scripted samples have no warm-up."""
+        return self
+
     def measure(
         self,
         call: Call,
@@ -182,3 +190,43 @@ class ScriptedEngine:
             raise ValueError(f"scripted arms differ in length: {[len(v) for v in arms]}")
         rounds = self._rounds(arms, should_stop)
         return [self._samples(values[:rounds], watch_cpu, preempted) for values in arms]
+
+
+class ScriptedLauncher:
+    """Stands in for :func:`pytest_ortperf.coldstart.launch` (set it as a recorder's
+    ``cold_launcher``): starts no process and returns scripted figures instead.
+
+    ``create`` maps a model's role (``"reference"``, ``"candidate"``, or ``"model"`` for
+    ``ortperf.cold_start``) to the seconds its successive launches take to create the
+    session (the last value repeats; the untimed warm-up launch takes the first value
+    without using it up). ``first_run`` and ``new_shape`` are scripted alike; a role
+    missing from ``first_run`` takes its ``create`` times, one missing from ``new_shape``
+    has no new-shape figure. ``log`` lists the roles launched, in order."""
+
+    def __init__(
+        self,
+        create: Mapping[str, Sequence[float]],
+        first_run: Mapping[str, Sequence[float]] | None = None,
+        new_shape: Mapping[str, Sequence[float]] | None = None,
+    ) -> None:
+        self._create = {k: list(v) for k, v in create.items()}
+        self._first = {k: list(v) for k, v in (first_run or {}).items()}
+        self._shape = {k: list(v) for k, v in (new_shape or {}).items()}
+        self._seen: set[str] = set()
+        self.log: list[str] = []
+
+    def __call__(self, spec: Path, label: str, timeout: float) -> Launch:
+        from pytest_ortperf.coldstart import Launch
+
+        role = spec.name.removesuffix("-spec.json")
+        if role not in self._create:
+            raise ValueError(f"ScriptedLauncher has no times scripted for {role!r}")
+        self.log.append(role)
+        if role not in self._seen:  # the warm-up launch (or smoke mode's only one)
+            self._seen.add(role)
+            create = self._create[role][0]
+            return Launch(create, create, None, 0.0)
+        create = _next(self._create[role], "create")
+        first = _next(self._first[role], "first_run") if role in self._first else create
+        shape = _next(self._shape[role], "new_shape") if role in self._shape else None
+        return Launch(create, first, shape, 0.0)

@@ -58,12 +58,15 @@ def format_ratio_interval(ratio: float, low: float, high: float) -> str:
 
 
 def format_metric(metric: str, value: float) -> str:
-    """A gated metric's value: seconds for ``latency``, a ratio for ``ratio``, a plain
-    number otherwise (node counts of ``structure``); ``-`` when not finite."""
+    """A gated metric's value: seconds for ``latency`` and ``cold_start.*``, a ratio for
+    ``ratio``, bytes for ``memory.*``, a plain number otherwise (node counts of
+    ``structure``); ``-`` when not finite."""
     if not math.isfinite(value):
         return "-"
-    if metric == "latency":
+    if metric == "latency" or metric.startswith("cold_start."):
         return format_seconds(value)
+    if metric.startswith("memory."):
+        return format_bytes(value)
     if metric == "ratio":
         return format_ratio(value)
     return f"{value:g}"
@@ -153,3 +156,30 @@ def did_you_mean(unknown: Iterable[object], known: Iterable[object]) -> str:
             match = by_lower[close[0]]
             hints.append(f"{match!r}" if len(names) == 1 else f"{match!r} for {name!r}")
     return f"; did you mean {', '.join(hints)}?" if hints else ""
+
+
+def machine_label(fingerprint: str | None, cpu_model: str | None, cores: int | None) -> str:
+    """A machine class in words: ``"Intel Xeon 8375C, 2 CPUs [3f9c01a2b4de]"``.
+
+    The machine class is the hardware hash of :func:`pytest_ortperf.env.machine_fingerprint`
+    (the ``fingerprint`` column of the store); the model and core count make it readable."""
+    parts = [str(cpu_model).strip() if cpu_model else "unknown CPU"]
+    if cores:
+        parts.append(f"{int(cores)} CPU" + ("" if int(cores) == 1 else "s"))
+    return ", ".join(parts) + f" [{fingerprint or 'no fingerprint'}]"
+
+
+def match_machine(prefix: str, known: Iterable[str]) -> str:
+    """The one machine class of ``known`` that ``prefix`` starts (case ignored); a
+    ValueError listing them when none or several match."""
+    text = prefix.strip().lower()
+    classes = sorted({str(k) for k in known if k})
+    found = [k for k in classes if k.lower().startswith(text)] if text else []
+    if len(found) == 1:
+        return found[0]
+    why = "matches several" if found else "matches none"
+    listed = ", ".join(found or classes) or "none: no runs stored yet"
+    raise ValueError(
+        f"machine class {prefix!r} {why} of the stored machine classes ({listed}; "
+        "`ortperf machines` describes them)"
+    )

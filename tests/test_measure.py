@@ -272,7 +272,7 @@ def test_both_engines_satisfy_the_timing_engine_protocol():
     from pytest_ortperf.testing import ScriptedEngine
 
     members = [m for m in vars(TimingEngine) if not m.startswith("_")]
-    assert set(members) == {"clock", "scaled", "measure", "interleave"}
+    assert set(members) == {"clock", "scaled", "for_providers", "measure", "interleave"}
     for engine in (Engine(), ScriptedEngine()):
         assert all(hasattr(engine, m) for m in members)
 

@@ -5,6 +5,13 @@
   what a run writes, prunes and reports unused.
 - :mod:`~pytest_ortperf.gating.gate`: the per-test gate the recorder judges with.
 - :mod:`~pytest_ortperf.gating.settings`: the gate's own settings record.
+- :mod:`~pytest_ortperf.gating.fingerprint`: what must match between a run and its
+  baseline.
+- :mod:`~pytest_ortperf.gating.history`: the pure rule for a latency against earlier runs.
+- :mod:`~pytest_ortperf.gating.history_baseline`: baselines built from the store's history
+  (``--ortperf-baseline=history``).
+- :mod:`~pytest_ortperf.gating.changes` (pure) and
+  :mod:`~pytest_ortperf.gating.history_changes`: change points in the stored history.
 
 Gating uses the core (records, statistics, units, the engine); it never imports the
 plugin's settings or per-run state.

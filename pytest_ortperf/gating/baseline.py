@@ -47,6 +47,8 @@ from pytest_ortperf.gating.fingerprint import (
     unchecked,
 )
 from pytest_ortperf.gating.history import judge_against_runs
+from pytest_ortperf.gating.memory_rule import check_memory_entry, judge_memory_entry, memory_entry
+from pytest_ortperf.gating.placement import Placement, add_placement, read_placement
 from pytest_ortperf.gating.rules import (
     RatioBaseline,
     judge_ratio,
@@ -59,6 +61,7 @@ from pytest_ortperf.gating.settings import LATENCY_MODES
 from pytest_ortperf.results import OP_SHARES, Outcome, Verdict
 from pytest_ortperf.stats import median
 from pytest_ortperf.units import (
+    format_bytes,
     format_change,
     format_ratio,
     format_seconds,
@@ -66,7 +69,7 @@ from pytest_ortperf.units import (
 
 SCHEMA_VERSION = 2
 DIRNAME = "__ortperf__"
-KINDS = ("compare", "latency")
+KINDS = ("compare", "latency", "memory")
 ROLES = ("reference", "candidate")
 ENVIRONMENT_KEYS = (
     "ort_version",
@@ -320,6 +323,11 @@ def _check_entry(path: Path, key: str, entry: Any) -> None:
         ):
             raise fail("runs", f"must be run sizes adding up to {len(blocks)} block ratios")
 
+    if kind == "memory":
+        problem = check_memory_entry(entry)
+        if problem is not None:
+            raise BaselineError(f"{path}: entry {key!r}: {problem}")
+        return
     if kind == "compare":
         for name in ("ratio", "low", "high"):
             number(name, positive=True)
@@ -332,6 +340,11 @@ def _check_entry(path: Path, key: str, entry: Any) -> None:
             for h in hists.values()
         ):
             raise fail("op_histograms", "must map roles to {op type: count}")
+        stored = entry.get("placements", {})
+        if not isinstance(stored, Mapping) or not all(
+            isinstance(p, Mapping) and read_placement(p) is not None for p in stored.values()
+        ):
+            raise fail("placements", "must map roles to {node: [op type, provider]}")
         runs()
         by_role("medians", positive_number, "positive numbers (seconds)")
         by_role("sessions", settings, "session settings (or null)")
@@ -463,6 +476,10 @@ def entry_from_record(
         raise ValueError(f"cannot store a record of kind {kind!r}")
     if not record_dict.get("measured", False):
         raise ValueError("smoke records (measured=False) are not stored in baselines")
+    if kind == "memory":
+        memory = memory_entry(record_dict, environment, updated=updated)
+        plain = {k: _plain(environment.get(k)) for k in ENVIRONMENT_KEYS}
+        return round_floats({**memory, "environment": plain})  # type: ignore[no-any-return]
     try:
         entry: dict[str, Any] = {
             "kind": kind,
@@ -485,6 +502,7 @@ def entry_from_record(
                 **_runs(record_dict, len(ratios)),
                 medians={role: median(arm["samples"]) for role, arm in arms.items()},
                 op_histograms=op_histograms(record_dict),
+                **_placements_field(record_dict),
                 sessions={
                     role: _session_settings(arm.get("session")) for role, arm in arms.items()
                 },
@@ -523,10 +541,47 @@ def op_histograms(record_dict: Mapping[str, Any]) -> dict[str, dict[str, int]]:
     return out
 
 
+def placements(record_or_entry: Mapping[str, Any]) -> dict[str, Placement]:
+    """``{role: placement}`` of a compare record (its sessions' ``placement``) or of a
+    baseline entry (its ``placements``); roles without one are left out."""
+    stored = record_or_entry.get("placements")
+    out: dict[str, Placement] = {}
+    for role in ROLES:
+        if isinstance(stored, Mapping):
+            value = stored.get(role)
+        else:
+            value = ((record_or_entry.get(role) or {}).get("session") or {}).get("placement")
+        placement = read_placement(value)
+        if placement:
+            out[role] = placement
+    return out
+
+
+def _placements_field(record_dict: Mapping[str, Any]) -> dict[str, Any]:
+    found = placements(record_dict)
+    if not found:
+        return {}
+    return {
+        "placements": {
+            role: {name: list(pair) for name, pair in sorted(p.items())}
+            for role, p in found.items()
+        }
+    }
+
+
+def _structure(entry: Mapping[str, Any], record_dict: Mapping[str, Any]) -> Verdict:
+    """The structure verdict: op histograms, then placement (where both sides have one)."""
+    verdict = judge_structure(entry.get("op_histograms", {}), op_histograms(record_dict))
+    return add_placement(verdict, placements(entry), placements(record_dict))
+
+
 def summarize_entry(entry: Mapping[str, Any]) -> str:
     """A short description of an entry's headline number (``ratio 0.912``, ``median 1.2 ms``)."""
     if entry.get("kind") == "compare":
         return f"ratio {format_ratio(float(entry['ratio']))}"
+    if entry.get("kind") == "memory":
+        figures = entry.get("figures") or {}
+        return ", ".join(f"{m} {format_bytes(float(v))}" for m, v in sorted(figures.items()))
     value = entry.get("median")
     if value is None:
         value = median(entry["samples"])
@@ -541,8 +596,10 @@ def _describe_change(old: Mapping[str, Any], new_entry: Mapping[str, Any]) -> st
     else:
         text = f"{before} -> {after}"
     if old.get("kind") == new_entry.get("kind") == "compare":
-        structure = judge_structure(
-            old.get("op_histograms", {}), new_entry.get("op_histograms", {})
+        structure = add_placement(
+            judge_structure(old.get("op_histograms", {}), new_entry.get("op_histograms", {})),
+            placements(old),
+            placements(new_entry),
         )
         if structure.n:
             text += f"; {structure.message}"
@@ -847,6 +904,8 @@ def judge_entry(
     the machine's one-minute load when measured).
     """
     kind = record_dict.get("kind")
+    if kind == "memory":  # a tolerance on bytes: no timing warnings apply
+        return judge_memory_entry(entry, record_dict, environment, threshold=threshold)
     lat_thr = threshold if latency_threshold is None else latency_threshold
     if entry is not None and entry.get("api") not in (None, record_dict.get("api")):
         # A figure through one run API says nothing about a baseline taken through another.
@@ -940,7 +999,7 @@ def _judge_compare(
     baseline = ratio_baseline_of(entry)
     if entry is None or entry.get("kind") != "compare" or baseline is None:
         return [judge_structure({}, op_histograms(record_dict)), new("ratio", current, len(ratios))]
-    structure = judge_structure(entry.get("op_histograms", {}), op_histograms(record_dict))
+    structure = _structure(entry, record_dict)
     sessions = entry.get("sessions") or {}
     pairs = [
         (

@@ -11,7 +11,7 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from pytest_ortperf.gating.baseline import (
     Baseline,
@@ -25,7 +25,7 @@ from pytest_ortperf.gating.baseline import (
     split_nodeid,
 )
 from pytest_ortperf.gating.rules import decide_early, min_blocks_for
-from pytest_ortperf.gating.settings import GateSettings
+from pytest_ortperf.gating.settings import HISTORY_TAG, GateSettings
 from pytest_ortperf.measure import Engine, EngineConfig, StopRule, TimingEngine
 from pytest_ortperf.results import Comparison, LatencyResult, Outcome, Verdict
 from pytest_ortperf.units import format_change, format_interval
@@ -50,6 +50,12 @@ def measuring_engine(config: EngineConfig, gate: GateSettings, *, update: bool) 
         config = dataclasses.replace(config, min_blocks=needed)
     engine = Engine(config)
     return engine.scaled(UPDATE_BUDGET_FACTOR) if update else engine
+
+
+class BaselineSource(Protocol):
+    """Where a gate finds the baseline entry of a measurement."""
+
+    def entry(self, nodeid: str, name: str) -> Mapping[str, Any] | None: ...
 
 
 class Baselines:
@@ -110,7 +116,7 @@ class Gate:
     def __init__(
         self,
         settings: GateSettings,
-        baselines: Baselines,
+        baselines: BaselineSource,
         environment: Callable[[], Mapping[str, Any]],
         history: Callable[[Mapping[str, Any]], Sequence[float] | None] | None = None,
     ) -> None:
@@ -221,8 +227,18 @@ def failure_message(
         lines.append(f"  {mark} {verdict.metric}: {verdict.message}")
     if first is not None:
         lines.append(f"  ({first_note(first, verdicts)})")
+    history = any(HISTORY_TAG in v.message for v in failing)
     if any(v.outcome is Outcome.NEW for v in failing):
-        lines.append("  no baseline yet: run `pytest --ortperf --ortperf-update` to take one")
+        lines.append(
+            "  no history baseline yet: the runs of `pytest --ortperf` on its branch build it"
+            if history
+            else "  no baseline yet: run `pytest --ortperf --ortperf-update` to take one"
+        )
     if any(v.outcome is Outcome.REGRESSED for v in failing):
-        lines.append("  if the change is intended, refresh the baseline with --ortperf-update")
+        lines.append(
+            "  if the change is intended, the history baseline follows once the runs of its "
+            "window on the branch show it"
+            if history
+            else "  if the change is intended, refresh the baseline with --ortperf-update"
+        )
     return "\n".join(lines)

@@ -5,6 +5,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 LATENCY_MODES = ("normalized", "absolute")
+MIN_HISTORY_RUNS = 5
+"""Fewest stored runs a history baseline gates with, for ratios as for latencies (the
+latencies' :data:`pytest_ortperf.gating.history.MIN_RUNS`; here, so that validating the
+options imports no statistics). A ratio's between-run spread is taken at the 99% upper bound
+of what the runs show: 80 times their standard deviation from 2 runs, 10 from 3, 5.1 from
+4, 3.7 from 5, 2.1 from 10: below 5, nothing could be gated."""
+HISTORY_TAG = "history baseline"
+"""Words in the message of every verdict judged against a history baseline
+(:mod:`~pytest_ortperf.gating.history_baseline`): its failure hints and the summary's are
+not about files."""
+BASELINE_SOURCES = ("files", "history")
+"""Where baselines come from: the committed ``__ortperf__/<module>.json`` files, or the
+runs of a branch on a machine class in the results store (``--ortperf-baseline``)."""
 
 
 @dataclass(frozen=True)
@@ -24,3 +37,14 @@ class GateSettings:
     of earlier runs on the same fingerprint in the store."""
     fingerprint_ignore: tuple[str, ...] = ()
     """Fingerprint keys that may differ from the baseline's (``ortperf_fingerprint_ignore``)."""
+
+
+@dataclass(frozen=True)
+class HistorySettings:
+    """Which stored runs a history baseline pools (``--ortperf-baseline=history``)."""
+
+    branch: str = "main"
+    machine: str | None = None
+    """Machine class (``env.machine_fingerprint``) whose runs count; None: this machine's."""
+    window: int = 10
+    """The newest runs (on ``branch``, of ``machine``, holding the measurement) pooled."""

@@ -35,6 +35,7 @@ def profile_session(
     settings.
     """
     from pytest_ortperf.ort_session import OrtSession
+    from pytest_ortperf.ortvalues import run_plain
 
     if runs < 1 or warmup < 0:
         raise ValueError(f"runs must be >= 1 and warmup >= 0, got runs={runs}, warmup={warmup}")
@@ -46,7 +47,7 @@ def profile_session(
         profiling = base.derive(options={"enable_profiling": True, "profile_file_prefix": prefix})
         try:
             for _ in range(warmup + runs):
-                profiling.sess.run(None, inputs)
+                run_plain(profiling.sess, inputs)  # bfloat16 feeds too
         finally:
             # end_profiling() writes the file now; without it the session would write one
             # when destroyed, possibly after the directory is gone.

@@ -199,3 +199,99 @@ def history_grid(series: Sequence[Series], *, columns: int = 4) -> bytes:
     for ax in axes[len(series) :]:
         ax.set_visible(False)
     return _png(fig)
+
+
+# ---------------------------------------------------------------- per-call tails, throughput
+
+
+@dataclass(frozen=True)
+class Histogram:
+    """Single-call times in seconds (timer cost subtracted) and marks to draw on them
+    (label -> seconds: the quantiles, the block median)."""
+
+    label: str
+    samples: tuple[float, ...]
+    marks: tuple[tuple[str, float], ...] = ()
+
+
+def latency_histogram(hist: Histogram, *, bins: int = 60, width: float = WIDTH_IN) -> bytes:
+    """A histogram of single-call times on log-spaced bins and a log x axis (the tail
+    stays visible), with a log count axis; the marks as labelled vertical lines."""
+    import numpy as np
+
+    values = np.asarray([s for s in hist.samples if s > 0 and math.isfinite(s)])
+    if values.size == 0:
+        raise ValueError(f"{hist.label}: no positive call time to draw")
+    unit, scale = time_unit(values.tolist())
+    values = values / scale
+    low, high = float(values.min()), float(values.max())
+    edges = np.geomspace(low, high * 1.0001 if high > low else low * 1.01, bins + 1)
+    fig, ax = _figure(2.6, width)
+    ax.hist(values, bins=edges, color="#8fb8de", edgecolor="#2c6fbb", linewidth=0.4, log=True)
+    ax.set_xscale("log")
+    from matplotlib.ticker import LogFormatter
+
+    # Plain numbers on the log axis (45 and 60, not 4.5 x 10^1), minor ticks labelled too.
+    ax.xaxis.set_major_formatter(LogFormatter(labelOnlyBase=False, minor_thresholds=(2, 0.5)))
+    ax.xaxis.set_minor_formatter(LogFormatter(labelOnlyBase=False, minor_thresholds=(2, 0.5)))
+    ax.tick_params(axis="x", which="minor", labelsize=7)
+    styles = ("--", ":", "-.", (0, (1, 3)), "-")
+    for i, (label, seconds) in enumerate(hist.marks):
+        if not (math.isfinite(seconds) and seconds > 0):
+            continue
+        x = seconds / scale
+        ax.axvline(
+            x,
+            color="#333333" if label == "block median" else "#c0392b",
+            linestyle=styles[i % len(styles)],
+            linewidth=1,
+            label=f"{label} {x:.3g} {unit}",
+        )
+    if hist.marks:
+        ax.legend(fontsize=8, loc="upper right")
+    ax.set_xlabel(f"time of one call ({unit}, log scale)")
+    ax.set_ylabel("calls (log)")
+    ax.set_title(_short(hist.label, 90), fontsize=10, loc="left")
+    ax.grid(axis="x", alpha=0.3, which="both")
+    return _png(fig)
+
+
+@dataclass(frozen=True)
+class Curve:
+    """Calls per second by number of calling threads, and the callers' p99 seconds."""
+
+    label: str
+    concurrency: tuple[int, ...]
+    calls_per_s: tuple[float, ...]
+    p99: tuple[float, ...]
+
+
+def throughput_curves(curves: Sequence[Curve], *, cores: int | None = None) -> bytes:
+    """Two panels over the number of threads: calls per second (dotted: ideal scaling from
+    the fewest threads, linear up to ``cores`` and flat past them) and the p99 of a call as
+    its caller saw it; a grey line at the number of cores."""
+    from matplotlib.ticker import MaxNLocator
+
+    fig, axes = figure(WIDTH_IN, 3.0, nrows=1, ncols=2)
+    rate_ax, p99_ax = axes[0], axes[1]
+    unit, scale = time_unit([v for c in curves for v in c.p99])
+    for i, c in enumerate(curves):
+        colour = f"C{i % 10}"
+        label = _short(c.label, 40)
+        rate_ax.plot(c.concurrency, c.calls_per_s, marker="o", color=colour, label=label)
+        if c.concurrency:
+            n0, r0 = c.concurrency[0], c.calls_per_s[0]
+            limit = cores or max(c.concurrency)
+            ideal = [r0 * min(n, limit) / min(n0, limit) for n in c.concurrency]
+            rate_ax.plot(c.concurrency, ideal, linestyle=":", color=colour, linewidth=1)
+        p99_ax.plot(c.concurrency, [v / scale for v in c.p99], marker="o", color=colour)
+    for ax in (rate_ax, p99_ax):
+        ax.set_xlabel("calling threads")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.grid(alpha=0.3)
+        if cores:
+            ax.axvline(cores, color="#aaaaaa", linewidth=1)
+    rate_ax.set_ylabel("calls / s (dotted: ideal)")
+    p99_ax.set_ylabel(f"p99 of a call ({unit})")
+    rate_ax.legend(fontsize=7, loc="best")
+    return _png(fig)

@@ -25,7 +25,15 @@ from pytest_ortperf.reports.rows import (
     verdict_change,
     verdicts_by_key,
 )
-from pytest_ortperf.results import Comparison, Judgement, LatencyResult, Outcome, Record
+from pytest_ortperf.results import (
+    Comparison,
+    Judgement,
+    LatencyResult,
+    Outcome,
+    PerCallResult,
+    Record,
+    ThroughputResult,
+)
 from pytest_ortperf.units import (
     escape_control,
     format_bytes,
@@ -36,6 +44,7 @@ from pytest_ortperf.units import (
 )
 
 if TYPE_CHECKING:
+    from pytest_ortperf.gating.history_changes import MeasurementChange
     from pytest_ortperf.store import HistoryKey, HistoryPoint
 
 SWEEP_PREFIX = "api:"
@@ -72,6 +81,10 @@ class ReportInput:
     history_note: str | None = None
     verdicts_note: str | None = None
     threshold: float | None = None
+    changes: Sequence[MeasurementChange] | None = None
+    """Steps in the stored history of this run's measurements on its machine class
+    (None: not looked for; ``changes_note`` may say why)."""
+    changes_note: str | None = None
 
 
 # ------------------------------------------------------------------------------ HTML pieces
@@ -416,6 +429,133 @@ def _distributions(data: ReportInput, draw: bool) -> str:
     return _section("distributions", "Latency distributions", intro + "".join(parts))
 
 
+MAX_HISTOGRAMS = 20
+
+
+def _per_call_row(label: str, r: PerCallResult) -> list[Cell]:
+    cells: list[Cell] = [label]
+    for value in r.quantiles.values():
+        cells.append((format_seconds(value), -1.0 if value is None else value))
+    return [
+        *cells,
+        (format_seconds(r.block_median), r.block_median),
+        (format_change(r.agreement) or "-", r.agreement),
+        (format_seconds(r.timer_cost), r.timer_cost),
+        (str(r.n), r.n),
+        (str(r.preempted), r.preempted),
+    ]
+
+
+def _per_call(data: ReportInput, draw: bool) -> str:
+    """Single-call quantiles and log-scale histograms (``ortperf.per_call``)."""
+    results = [r for r in data.records if isinstance(r, PerCallResult)]
+    if not results:
+        return ""
+    parts = []
+    drawn = 0
+    for r in results:
+        arms = [("reference", r.reference)] if r.reference is not None else []
+        arms.append(("candidate" if arms else "target", r))
+        rows = [_per_call_row(role, arm) for role, arm in arms if arm is not None]
+        charts_html = ""
+        for role, arm in arms:
+            if arm is None or drawn >= MAX_HISTOGRAMS:
+                continue
+            drawn += 1
+            marks = tuple((k, v) for k, v in arm.quantiles.items() if v is not None)
+            hist = charts.Histogram(
+                f"{r.test}::{r.name} ({role})",
+                arm.corrected,
+                (*marks, ("block median", arm.block_median)),
+            )
+            charts_html += _chart(partial(charts.latency_histogram, hist), hist.label, draw)
+        headers = ["arm", "p50", "p90", "p99", "p99.9", "block median", "p50 vs block",
+                   "timer cost", "calls", "preempted rounds"]  # fmt: skip
+        parts.append(
+            f"<h3>{_e(r.test)} :: {_e(r.name)}</h3>{charts_html}"
+            f"{table(headers, rows, collapse=False)}"
+        )
+    more = (
+        f'<p class="note">histograms: first {MAX_HISTOGRAMS} arms</p>'
+        if draw and drawn >= MAX_HISTOGRAMS
+        else ""
+    )
+    intro = (
+        "<p>Each call timed on its own, the timer's own cost (the median of empty timings) "
+        "subtracted; rounds preempted by other processes left out. A quantile is shown "
+        "(not <code>-</code>) when at least 10 calls lie beyond it. The block median is the "
+        "engine's figure (the gate's), measured in the same rounds; a block averages its "
+        "calls, so it sits a little above the single-call median when the calls are "
+        "skewed. A tail comparison's verdict (metric <code>p99</code>) is in the outcomes.</p>"
+    )
+    return _section("per-call", "Single-call latency", intro + "".join(parts) + more)
+
+
+def _throughput(data: ReportInput, draw: bool) -> str:
+    """Calls per second by concurrency (``ortperf.throughput``): table and curves."""
+    from pytest_ortperf.reports.rows import format_rate, threading_note
+
+    results = [r for r in data.records if isinstance(r, ThroughputResult)]
+    if not results:
+        return ""
+    rows: list[list[Cell]] = []
+    for r in results:
+        scaling = r.scaling
+        for level in r.levels:
+            n = level.concurrency
+            spread = (
+                f"{format_rate(min(level.rates))} to {format_rate(max(level.rates))}"
+                if level.rates
+                else "-"
+            )
+            rows.append(
+                [
+                    f"{r.test}::{r.name}",
+                    (str(n), n),
+                    (format_rate(level.calls_per_s), level.calls_per_s),
+                    (f"{scaling[n]:.2f}x", scaling[n]),
+                    spread,
+                    (format_seconds(level.p50), level.p50),
+                    (format_seconds(level.p99), level.p99),
+                    (str(r.busy_threads(n)), r.busy_threads(n)),
+                    threading_note(r),
+                ]
+            )
+    curves = [
+        charts.Curve(
+            f"{r.test.rpartition('::')[2]}::{r.name}",
+            tuple(x.concurrency for x in r.levels),
+            tuple(x.calls_per_s for x in r.levels),
+            tuple(x.p99 for x in r.levels),
+        )
+        for r in results
+    ]
+    cores = results[0].cores
+    chart = _chart(partial(charts.throughput_curves, curves, cores=cores), "throughput", draw)
+    headers = ["measurement", "threads", "calls/s", "vs fewest", "rounds",
+               "p50 of a call", "p99 of a call", "busy threads", "threading"]  # fmt: skip
+    over = [
+        r.name for r in results if any(r.busy_threads(x.concurrency) > r.cores for x in r.levels)
+    ]
+    note = (
+        f'<p class="note">{len(over)} measurement(s) ask for more computing threads than the '
+        f"{cores} cores: past that point calls per second can only stay flat or fall, and "
+        "the figures measure the scheduler as much as the model.</p>"
+        if over
+        else ""
+    )
+    intro = (
+        "<p>Python threads calling at once (onnxruntime's run releases the GIL); calls per "
+        "second over each level's windows, and the time of one call as its caller saw it. "
+        "Dotted lines: ideal scaling from the fewest threads (linear up to the cores, flat "
+        "past them); grey line: the cores. "
+        "Recorded, not gated.</p>"
+    )
+    return _section(
+        "throughput", "Throughput under concurrency", intro + note + chart + table(headers, rows)
+    )
+
+
 def sweeps(records: Sequence[Record]) -> dict[str, list[LatencyResult]]:
     """The run-API sweep of each test: its ``api:<api>`` records, fastest first."""
     out: dict[str, list[LatencyResult]] = {}
@@ -557,6 +697,45 @@ def _env_value(key: str, value: object) -> str:
     return str(value) if number is None else format_bytes(number)
 
 
+def _changes(data: ReportInput) -> str:
+    """Change points: the steps in the stored history of this run's measurements."""
+    title = "Change points"
+    if data.changes is None:
+        if not data.changes_note:
+            return ""
+        return _section("changes", title, f'<p class="note">{_e(data.changes_note)}</p>')
+    if not data.changes:
+        return _section(
+            "changes",
+            title,
+            "<p>No step in the stored history of this run's measurements on this machine "
+            "class.</p>",
+        )
+    rows: list[list[Cell]] = []
+    for c in data.changes:
+        step = c.change
+        fmt: Callable[[float], str] = format_ratio if c.kind == "compare" else format_seconds
+        rows.append(
+            [
+                f"{c.test}::{c.name}",
+                c.machine,
+                (str(step.run_id), step.run_id if isinstance(step.run_id, int) else 0),
+                (step.commit or "-")[:8],
+                c.started[:16].replace("T", " "),
+                f"{fmt(step.before)} → {fmt(step.after)}",
+                (format_change(step.change), step.change),
+            ]
+        )
+    headers = ["measurement", "machine class", "first run after", "commit", "started (UTC)"]
+    intro = (
+        "<p>Steps in each measurement's stored history on this machine class (ratios of "
+        "comparisons, medians of latencies, oldest run first): a penalized piecewise-constant "
+        "fit that ignores single outliers; <code>ortperf changes</code> lists them for every "
+        "machine class.</p>"
+    )
+    return _section("changes", title, intro + table([*headers, "before → after", "change"], rows))
+
+
 def _or(value: float | None, default: float) -> float:
     return default if value is None else value
 
@@ -645,9 +824,12 @@ def build_html(data: ReportInput, *, charts_enabled: bool | None = None) -> str:
         ("outcomes", "Outcomes", _section("outcomes", "Outcomes", _outcomes_body(rows))),
         ("comparisons", "Comparisons", _comparisons(data, draw)),
         ("distributions", "Distributions", _distributions(data, draw)),
+        ("per-call", "Single calls", _per_call(data, draw)),
+        ("throughput", "Throughput", _throughput(data, draw)),
         ("sweeps", "Run APIs", _sweeps(data, draw)),
         ("profiles", "Profiles", _profiles(data, draw)),
         ("history", "History", _history(data, draw)),
+        ("changes", "Change points", _changes(data)),
         ("environment", "Environment", _environment(data)),
     ]
     nav = "".join(f'<a href="#{a}">{_e(t)}</a>' for a, t, body in sections if body)

@@ -14,15 +14,22 @@ meaning or disappears; keys may be added within a version)::
                    "update": false},
       "counts": {"regressed": 1, "ok": 3, ...},          # gated metrics by outcome
       "results": [
-        {"id": "<test node id>::<name>", "kind": "latency" | "compare" | "memory",
+        {"id": "<test node id>::<name>", "kind": "latency" | "compare" | "memory" |
+         "per_call" | "throughput",
          "test": ..., "name": ..., "api": ..., "measured": true,
          ...the record's own fields (results.LatencyResult/Comparison/MemoryResult.to_dict():
          latency: samples (seconds per call), calls_per_block, session, summary {n, median,
          mean, std, min, max, p90, p99, iqr};
          compare: ratio, low, high, confidence, block_ratios, reference, candidate (two
          latency dicts), output_diffs;
-         memory: peak_bytes, baseline_bytes, method, arena),
-         "verdicts": [{"metric": "ratio" | "latency" | "structure", "outcome": "ok" |
+         memory: peak_bytes, baseline_bytes, method, arena;
+         per_call: calls (seconds, timer included), timer_cost, calls_per_round, blocks,
+         calls_per_block, n, quantiles {p50, p90, p99, p99.9: seconds less the timer's
+         cost, null where fewer than 10 calls lie beyond}, block_median, preempted,
+         reference (the other arm of a tail comparison, same form);
+         throughput: levels [{concurrency, calls, seconds, calls_per_s, rates, p50, p90,
+         p99, mean}], sessions, intra_op_threads, inter_op_threads, spinning, cores),
+         "verdicts": [{"metric": "ratio" | "latency" | "structure" | "p99", "outcome": "ok" |
                        "regressed" | "improved" | "inconclusive" | "new" | "not_comparable",
                        "baseline", "current", "change", "low", "high", "threshold",
                        "alpha", "p_value", "n", "message"}]}

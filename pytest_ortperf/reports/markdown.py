@@ -12,9 +12,15 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from pytest_ortperf.reports.rows import SummaryRow, outcome_counts, summary_rows
-from pytest_ortperf.results import Judgement, Outcome, Record
-from pytest_ortperf.units import escape_control
+from pytest_ortperf.reports.rows import (
+    SummaryRow,
+    format_rate,
+    outcome_counts,
+    summary_rows,
+    threading_note,
+)
+from pytest_ortperf.results import Judgement, Outcome, PerCallResult, Record, ThroughputResult
+from pytest_ortperf.units import escape_control, format_seconds
 
 ICONS = {
     Outcome.REGRESSED: "❌",
@@ -83,6 +89,45 @@ def _row(row: SummaryRow) -> str:
     return "| " + " | ".join(cells) + " |"
 
 
+def tails_throughput_tables(records: Sequence[Record]) -> list[str]:
+    """Tables of single-call quantiles and of throughput by concurrency (none: [])."""
+    lines: list[str] = []
+    tails = [r for r in records if isinstance(r, PerCallResult)][:MAX_ROWS]
+    if tails:
+        lines += [
+            "### Single calls (timer cost subtracted)",
+            "",
+            "| test | measurement | p50 | p90 | p99 | p99.9 | block median | calls |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        for r in tails:
+            figures = [md_text(format_seconds(v)) for v in r.quantiles.values()]
+            cells = [md_code(r.test, table=True), md_text(r.name), *figures,
+                     md_text(format_seconds(r.block_median)), str(r.n)]  # fmt: skip
+            lines.append("| " + " | ".join(cells) + " |")
+        lines.append("")
+    throughputs = [r for r in records if isinstance(r, ThroughputResult)][:MAX_ROWS]
+    if throughputs:
+        lines += [
+            "### Throughput under concurrency",
+            "",
+            "| test | measurement | threads | calls/s | vs fewest | p50 of a call | p99 of a call "
+            "| threading |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        for t in throughputs:
+            scaling = t.scaling
+            for level in t.levels:
+                n = level.concurrency
+                cells = [md_code(t.test, table=True), md_text(t.name), str(n),
+                         md_text(format_rate(level.calls_per_s)), f"{scaling[n]:.2f}x",
+                         md_text(format_seconds(level.p50)), md_text(format_seconds(level.p99)),
+                         md_text(threading_note(t))]  # fmt: skip
+                lines.append("| " + " | ".join(cells) + " |")
+        lines.append("")
+    return lines
+
+
 def markdown_summary(
     records: Sequence[Record],
     judgements: Sequence[Judgement] = (),
@@ -119,6 +164,7 @@ def markdown_summary(
         if len(rows) > MAX_ROWS:
             lines.append(f"\n{len(rows) - MAX_ROWS} more rows left out")
         lines.append("")
+    lines += tails_throughput_tables(records)
     for note in notes:
         lines.append(f"> {md_line(note)}")
     if report_path:

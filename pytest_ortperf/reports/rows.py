@@ -13,11 +13,14 @@ from dataclasses import dataclass
 from functools import partial
 
 from pytest_ortperf.results import (
+    ColdStartResult,
     Comparison,
     Judgement,
     LatencyResult,
     Outcome,
+    PerCallResult,
     Record,
+    ThroughputResult,
     Verdict,
 )
 from pytest_ortperf.units import (
@@ -107,7 +110,49 @@ def record_value(record: Record) -> str:
         return format_ratio_interval(record.ratio, record.low, record.high)
     if isinstance(record, LatencyResult):
         return f"{format_seconds(record.median)} (IQR {format_seconds(record.iqr)})"
+    if isinstance(record, ColdStartResult):
+        figures = ", ".join(f"{f} {format_seconds(record.median(f))}" for f in record.figures)
+        return f"cold start {figures} (median of {record.launches})"
+    if isinstance(record, PerCallResult):
+        return f"single calls {tail_figures(record)} (n={record.n})"
+    if isinstance(record, ThroughputResult):
+        return throughput_figures(record)
     return f"{format_bytes(record.max_peak_bytes)} peak"
+
+
+def tail_figures(record: PerCallResult) -> str:
+    """``p50 1.41 us, p90 1.52 us, p99 2.03 us, p99.9 -`` (timer cost subtracted; ``-``
+    where too few calls lie beyond the quantile)."""
+    return ", ".join(f"{label} {format_seconds(v)}" for label, v in record.quantiles.items())
+
+
+def format_rate(calls_per_s: float) -> str:
+    """Calls per second with 3 significant digits: ``1.23k/s``."""
+    if not math.isfinite(calls_per_s):
+        return "-"
+    for unit, scale in (("M", 1e6), ("k", 1e3)):
+        if calls_per_s >= scale:
+            return f"{calls_per_s / scale:#.3g}".rstrip(".") + f"{unit}/s"
+    return f"{calls_per_s:#.3g}".rstrip(".") + "/s"
+
+
+def throughput_figures(record: ThroughputResult) -> str:
+    """``1 thread 9.10k/s, 2 threads 17.2k/s (1.89x), ...`` and the threading settings."""
+    scaling = record.scaling
+    parts = []
+    for level in record.levels:
+        n = level.concurrency
+        factor = "" if scaling.get(n, 1.0) == 1.0 else f" ({scaling[n]:.2f}x)"
+        parts.append(f"{n} thread{'s' if n > 1 else ''} {format_rate(level.calls_per_s)}{factor}")
+    return f"{', '.join(parts)}; {threading_note(record)}"
+
+
+def threading_note(record: ThroughputResult) -> str:
+    """``shared session, intra-op 1, no spinning, 2 cores``."""
+    intra = record.intra_op_threads or f"default ({record.cores})"
+    spin = "spinning" if record.spinning else "no spinning"
+    sessions = record.sessions.replace("_", "-")
+    return f"{sessions} session, intra-op {intra}, {spin}, {record.cores} cores"
 
 
 def verdicts_by_key(judgements: Sequence[Judgement]) -> dict[Key, tuple[Verdict, ...]]:

@@ -5,16 +5,25 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from pytest_ortperf.reports.rows import SummaryRow, summary_rows
+from pytest_ortperf.gating.settings import HISTORY_TAG
+from pytest_ortperf.reports.rows import (
+    SummaryRow,
+    format_rate,
+    summary_rows,
+    threading_note,
+)
 from pytest_ortperf.results import (
     USER_PROPERTY,
     VERDICTS_PROPERTY,
+    ColdStartResult,
     Comparison,
     Judgement,
     LatencyResult,
     MemoryResult,
     Outcome,
+    PerCallResult,
     Record,
+    ThroughputResult,
 )
 from pytest_ortperf.units import (
     escape_control,
@@ -194,10 +203,31 @@ def summary_lines(
         if lines:
             lines.append("")
         memory_rows = [
-            (f"{m.test}::{m.name}", m.api, format_bytes(m.max_peak_bytes), m.method)
+            (
+                f"{m.test}::{m.name}",
+                m.api,
+                format_bytes(m.max_peak_bytes),
+                format_bytes(m.max_growth_bytes),
+                "n/a" if m.arena_peak_bytes is None else format_bytes(m.arena_peak_bytes),
+                m.method,
+            )
             for m in memories
         ]
-        lines += format_table(("memory", "api", "peak RSS", "method"), memory_rows, width=width)
+        lines += format_table(
+            ("memory", "api", "peak RSS", "growth", "ORT in use", "method"),
+            memory_rows,
+            width=width,
+        )
+    colds = [r for r in records if isinstance(r, ColdStartResult)]
+    if colds:
+        if lines:
+            lines.append("")
+        lines += format_table(
+            ("cold start (fresh processes)", "create", "first run", "new shape", "n"),
+            [cold_start_row(c) for c in colds],
+            width=width,
+        )
+    lines += tails_throughput_lines(records, width, gap=bool(lines))
     gated = [
         row for row in summary_rows(records, judgements) if row.outcome is not Outcome.RECORDED
     ]
@@ -221,18 +251,75 @@ def summary_lines(
             width=width,
         )
         improved = sum(row.outcome is Outcome.IMPROVED for row in gated)
-        new = sum(row.outcome is Outcome.NEW for row in gated)
+        new = [row for row in gated if row.outcome is Outcome.NEW]
         if improved or new:
-            lines.append(
-                f"{improved} improved, {new} without baseline: "
-                "pytest --ortperf --ortperf-update records them"
-            )
+            if any(HISTORY_TAG in row.message for row in new):
+                fix = "the runs stored on the history's branch and machine class build it"
+                lines.append(f"{improved} improved, {len(new)} without enough history: {fix}")
+            else:
+                lines.append(
+                    f"{improved} improved, {len(new)} without baseline: "
+                    "pytest --ortperf --ortperf-update records them"
+                )
         # An unstable verdict passes, but the machine needs attention: say why and what to do.
         for row in gated:
             if row.outcome is Outcome.UNSTABLE:
                 line = f"unstable {row.test}::{row.name} {row.metric}: {row.message}"
                 lines.append(escape_control(line))
     return lines
+
+
+def cold_start_row(record: ColdStartResult) -> tuple[str, str, str, str, str]:
+    """Medians of a cold start's figures (``n/a`` where not applicable)."""
+
+    def cell(figure: str) -> str:
+        return format_seconds(record.median(figure)) if figure in record.summaries else "n/a"
+
+    return (
+        f"{record.test}::{record.name}",
+        cell("create"),
+        cell("first_run"),
+        cell("new_shape"),
+        str(record.launches),
+    )
+
+
+def tails_throughput_lines(records: Sequence[Record], width: int, *, gap: bool) -> list[str]:
+    """Tables of single-call quantiles (timer cost subtracted, beside the block median)
+    and of calls per second by concurrency; a blank line first when ``gap``."""
+    lines: list[str] = []
+    tails = [r for r in records if isinstance(r, PerCallResult)]
+    if tails:
+        rows = [
+            (
+                f"{r.test}::{r.name}",
+                *(format_seconds(v) for v in r.quantiles.values()),
+                format_seconds(r.block_median),
+                str(r.n),
+            )
+            for r in tails
+        ]
+        lines += format_table(
+            ("single calls", "p50", "p90", "p99", "p99.9", "block median", "n"), rows, width=width
+        )
+    throughputs = [r for r in records if isinstance(r, ThroughputResult)]
+    if throughputs:
+        if lines:
+            lines.append("")
+        levels = sorted({x.concurrency for r in throughputs for x in r.levels})
+        rates_rows: list[tuple[str, ...]] = []
+        for r in throughputs:
+            rates = {x.concurrency: format_rate(x.calls_per_s) for x in r.levels}
+            rates_rows.append(
+                (
+                    f"{r.test}::{r.name}",
+                    *(rates.get(n, "-") for n in levels),
+                    threading_note(r),
+                )
+            )
+        header = ("throughput (calls/s)", *(f"{n} thr" for n in levels), "threading")
+        lines += format_table(header, rates_rows, width=width)
+    return ([""] if gap and lines else []) + lines
 
 
 def compact_property(key: str, value: object) -> object:
@@ -252,6 +339,20 @@ def compact_property(key: str, value: object) -> object:
             f"{value['name']}: median {format_seconds(summary['median'])}, "
             f"IQR {format_seconds(summary['iqr'])}, n={summary['n']} via {value['api']}"
         )
+    if key == USER_PROPERTY and value.get("kind") == "cold_start":
+        medians = ", ".join(
+            f"{figure} {format_seconds(summary['median'])}"
+            for figure, summary in value["summaries"].items()
+        )
+        return f"{value['name']}: cold start {medians} over {len(value['create'])} launches"
+    if key == USER_PROPERTY and value.get("kind") == "per_call":
+        shown = ", ".join(f"{label} {format_seconds(v)}" for label, v in value["quantiles"].items())
+        return f"{value['name']}: single calls {shown}, n={value['n']} via {value['api']}"
+    if key == USER_PROPERTY and value.get("kind") == "throughput":
+        rates = ", ".join(
+            f"{x['concurrency']} thr {format_rate(x['calls_per_s'])}" for x in value["levels"]
+        )
+        return f"{value['name']}: {rates} ({value['sessions']}) via {value['api']}"
     if key == USER_PROPERTY and value.get("kind") == "memory":
         peak = max(value["peak_bytes"], default=value["baseline_bytes"])
         return f"{value['name']}: peak {format_bytes(peak)} ({value['method']}) via {value['api']}"

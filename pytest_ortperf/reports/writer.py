@@ -1,4 +1,5 @@
-"""Report files of a run: the HTML report, the JSON results and the Markdown CI summary.
+"""Report files of a run: the HTML report, the JSON results, the Markdown CI summary and
+the pull-request comment.
 
 :class:`ReportFiles` says where they go (the plugin's config fills it) and
 :class:`RunResults` what one run measured and judged (the per-run state builds it);
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_ortperf.files import append_text, write_atomic
 
 if TYPE_CHECKING:
+    from pytest_ortperf.gating.history_changes import MeasurementChange
     from pytest_ortperf.reports.html import ReportInput
     from pytest_ortperf.reports.json import RunInfo
     from pytest_ortperf.results import Judgement, Record
@@ -40,10 +42,11 @@ class ReportFiles:
     json: Path | None = None
     json_format: str = "ortperf"
     markdown: tuple[Path, ...] = ()
+    pr_comment: Path | None = None
 
     @property
     def any(self) -> bool:
-        return bool(self.report or self.json or self.markdown)
+        return bool(self.report or self.json or self.markdown or self.pr_comment)
 
 
 @dataclass(frozen=True)
@@ -60,6 +63,8 @@ class RunResults:
     baseline_samples: Mapping[tuple[str, str], Sequence[float]] = field(default_factory=dict)
     """(test, name) of a latency -> the samples its baseline entry stores (the report
     draws them beside this run's)."""
+    attributions: Mapping[tuple[str, str], Sequence[str]] = field(default_factory=dict)
+    """(test, name) of a regression -> the op types its attribution found moving."""
 
 
 def _why(exc: Exception) -> str:
@@ -93,6 +98,7 @@ def report_input_from_run(results: RunResults) -> ReportInput:
             )
         except StoreError as exc:
             note = f"no history: {exc}"
+    changes, changes_note = _changes(results) if note is None else (None, None)
     return ReportInput(
         records=tuple(results.records),
         judgements=tuple(results.judgements),
@@ -104,9 +110,30 @@ def report_input_from_run(results: RunResults) -> ReportInput:
         notes=tuple(run.notes),
         history=history,
         history_note=note,
+        changes=changes,
+        changes_note=changes_note,
         threshold=results.threshold,
         baseline_samples=dict(results.baseline_samples),
     )
+
+
+def _changes(results: RunResults) -> tuple[list[MeasurementChange] | None, str | None]:
+    """The change points of this run's measurements on its machine class, or a note
+    saying why there are none: the section is never worth the report."""
+    from pytest_ortperf.gating.history_changes import history_changes
+    from pytest_ortperf.store import history_keys
+
+    assert results.store is not None
+    fingerprint = results.run.environment.get("fingerprint")
+    try:
+        found = history_changes(
+            results.store,
+            keys=set(history_keys(results.records)),
+            machine=fingerprint if isinstance(fingerprint, str) and fingerprint else None,
+        )
+    except Exception as exc:
+        return None, f"no change points: {_why(exc)}"
+    return found, None
 
 
 def write_reports(files: ReportFiles, results: RunResults) -> list[str]:
@@ -148,6 +175,22 @@ def write_reports(files: ReportFiles, results: RunResults) -> list[str]:
             lines.append(f"Markdown summary appended to {target}")
         except Exception as exc:
             lines.append(f"Markdown summary NOT written to {target}: {_why(exc)}")
+    if files.pr_comment is not None:
+        try:
+            from pytest_ortperf.reports.pr_comment import machine_class, pr_comment
+
+            text = pr_comment(
+                results.records,
+                results.judgements,
+                machine=machine_class(results.run.environment),
+                threshold=0.05 if results.threshold is None else results.threshold,
+                strict=bool(results.run.settings.get("strict")),
+                attributions=results.attributions,
+            )
+            write_atomic(files.pr_comment, text)
+            lines.append(f"PR comment written to {files.pr_comment}")
+        except Exception as exc:
+            lines.append(f"PR comment NOT written to {files.pr_comment}: {_why(exc)}")
     return lines
 
 
