@@ -193,11 +193,9 @@ def kmeans(clusters: int = 8, features: int = 16, seed: int = 0) -> onnx.ModelPr
     return _model(graph)
 
 
-def control(batch: int = 64, width: int = 256, layers: int = 2, seed: int = 0) -> onnx.ModelProto:
-    """The control workload of normalized latencies: a small MLP (``layers`` of MatMul +
-    Add + Relu on a fixed ``[batch, width]`` input, about 0.15 ms a call on
-    one core). Compute- and cache-bound like most CPU models, so machine-wide slowdowns
-    (frequency, a busy neighbour, a slower runner) hit it as they hit the target."""
+def _mlp(name: str, batch: int | str, width: int, layers: int, seed: int) -> onnx.ModelProto:
+    """``layers`` of MatMul + Add + Relu on ``X[batch, width]`` (``batch`` a size or a
+    symbolic dim)."""
     rng = np.random.default_rng(seed)
     nodes = []
     inits = []
@@ -213,7 +211,7 @@ def control(batch: int = 64, width: int = 256, layers: int = 2, seed: int = 0) -
         current = f"h{i}"
     graph = oh.make_graph(
         nodes,
-        "ortperf_control",
+        name,
         [oh.make_tensor_value_info("X", TensorProto.FLOAT, [batch, width])],
         [oh.make_tensor_value_info(current, TensorProto.FLOAT, [batch, width])],
         inits,
@@ -221,31 +219,19 @@ def control(batch: int = 64, width: int = 256, layers: int = 2, seed: int = 0) -
     return _model(graph)
 
 
+def control(batch: int = 64, width: int = 256, layers: int = 2, seed: int = 0) -> onnx.ModelProto:
+    """The control workload of normalized latencies: a small MLP (``layers`` of MatMul +
+    Add + Relu on a fixed ``[batch, width]`` input, about 0.15 ms a call on
+    one core). Compute- and cache-bound like most CPU models, so machine-wide slowdowns
+    (frequency, a busy neighbour, a slower runner) hit it as they hit the target."""
+    return _mlp("ortperf_control", batch, width, layers, seed)
+
+
 def deep_chain(layers: int = 200, width: int = 16, seed: int = 0) -> onnx.ModelProto:
     """``layers`` of MatMul + Add + Relu on ``X[N, width]``: the more layers, the longer
     session creation takes (graph resolution, optimizers, fusions of each MatMul + Add, one
     kernel per node) while a run stays cheap: a model whose cold start grows with depth."""
-    rng = np.random.default_rng(seed)
-    nodes = []
-    inits = []
-    current = "X"
-    for i in range(layers):
-        weight = (rng.standard_normal((width, width)) / np.sqrt(width)).astype(np.float32)
-        inits += [_init(f"W{i}", weight), _init(f"b{i}", np.zeros(width, dtype=np.float32))]
-        nodes += [
-            oh.make_node("MatMul", [current, f"W{i}"], [f"m{i}"]),
-            oh.make_node("Add", [f"m{i}", f"b{i}"], [f"a{i}"]),
-            oh.make_node("Relu", [f"a{i}"], [f"h{i}"]),
-        ]
-        current = f"h{i}"
-    graph = oh.make_graph(
-        nodes,
-        "deep_chain",
-        [oh.make_tensor_value_info("X", TensorProto.FLOAT, ["N", width])],
-        [oh.make_tensor_value_info(current, TensorProto.FLOAT, ["N", width])],
-        inits,
-    )
-    return _model(graph)
+    return _mlp("deep_chain", "N", width, layers, seed)
 
 
 def tiny_add(n: int = 16) -> onnx.ModelProto:

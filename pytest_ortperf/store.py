@@ -855,6 +855,11 @@ def save_run(
     id is returned, so a retry or a sync writes each run exactly once. Raises StoreError
     (nothing of this run stored) when the store cannot be written.
     """
+    if _url(store).get_backend_name() != "sqlite":
+        # The environment's row first, in a transaction of its own: its digest is unique,
+        # so the writers of one machine would otherwise wait on the first one's whole run.
+        with _transaction(store, write=True) as conn:
+            _environment_id(conn, environment)
     with _transaction(store, write=True) as conn:
         if uid is not None:
             found = _run_with_uid(conn, uid)

@@ -19,6 +19,7 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -139,37 +140,53 @@ def test_read_10000_measurements(
     assert all(len(frame) == 10 for frame in filtered_frames)
 
 
-def _timed_save(path: str, run: int, started: float) -> float:
+def _timed_save(path: str, run: int, started: float, barrier: Any = None, out: Any = None) -> float:
     """Seconds ``save_run`` takes for a run of 250 measurements (what it is given, the
-    machine's environment included, made before the clock starts)."""
+    machine's environment included, made before the clock starts; with ``barrier``, once
+    every writer is ready)."""
     records = _run_records(run, count=250)
     environment, git = collect_environment(), git_info(Path.cwd())
+    if barrier is not None:
+        barrier.wait()
     begin = time.perf_counter()
     store.save_run(path, started=started, finished=started + 1.0, command_line="pytest",
                    git=git, environment=environment, records=records)  # fmt: skip
-    return time.perf_counter() - begin
+    took = time.perf_counter() - begin
+    if out is not None:
+        out.put(took)
+    return took
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_four_concurrent_writers(
     backend: str, tmp_path: Path, record_property: Callable[[str, object], None]
 ) -> None:
-    """Four processes each store a run of 250 measurements at once, beside one alone: how
-    long a writer waits for the others (SQLite queues them; PostgreSQL takes them side by
-    side)."""
+    """Four processes store a run of 250 measurements each, released together by a
+    barrier once their runs are built, beside one writer alone: how long a writer waits for
+    the others (SQLite queues them; PostgreSQL takes them side by side, on this machine's
+    2 cores shared by 4 clients and their server processes)."""
     import multiprocessing
 
     path = _new_store(backend, tmp_path)
     _save(path, _run_records(99, count=1), 0.0)  # the schema exists before the race
     alone = min(_timed_save(path, 100 + i, float(i)) for i in range(2))
     ctx = multiprocessing.get_context("spawn")
-    with ctx.Pool(4) as pool:
-        times = pool.starmap(_timed_save, [(path, 200 + i, 10.0 + i) for i in range(4)])
+    barrier, out = ctx.Barrier(4), ctx.Queue()
+    procs = [
+        ctx.Process(target=_timed_save, args=(path, 200 + i, 10.0 + i, barrier, out))
+        for i in range(4)
+    ]
+    for proc in procs:
+        proc.start()
+    times = [out.get(timeout=120) for _ in procs]
+    for proc in procs:
+        proc.join(timeout=60)
     print(
         f"\n{backend}: one writer alone {alone:.3f} s; four at once: slowest {max(times):.3f} s "
         f"({max(times) / alone:.1f}x), mean {sum(times) / 4:.3f} s"
     )
     record_property("store_concurrent_slowest_ratio", round(max(times) / alone, 2))
+    assert [proc.exitcode for proc in procs] == [0, 0, 0, 0]
     frame = store.read_results(path)
     assert len(frame) == 1 + 2 * 250 + 4 * 250
     assert frame["run_id"].nunique() == 7
