@@ -19,10 +19,6 @@ _LAZY: dict[str, str] = {
     "Comparison": "pytest_ortperf.results",
     "MemoryResult": "pytest_ortperf.results",
     "ColdStartResult": "pytest_ortperf.results",
-    "FeedPool": "pytest_ortperf.feed_files",
-    "load_feeds": "pytest_ortperf.feed_files",
-    "ScriptedLauncher": "pytest_ortperf.testing",
-    "judge_memory": "pytest_ortperf.gating.memory_rule",
     "PerCallResult": "pytest_ortperf.results",
     "ThroughputResult": "pytest_ortperf.results",
     "ThroughputLevel": "pytest_ortperf.results",
@@ -35,11 +31,17 @@ _LAZY: dict[str, str] = {
     "OrtSession": "pytest_ortperf.ort_session",
     "OrtBinding": "pytest_ortperf.runapi",
     "Recorder": "pytest_ortperf.recorder",
-    # timing
+    "RemoteEnvironment": "pytest_ortperf.remote",
+    "RemoteSession": "pytest_ortperf.remote",
+    # inputs
+    "FeedPool": "pytest_ortperf.feed_files",
+    "load_feeds": "pytest_ortperf.feed_files",
+    # timing, and what tests inject instead
     "Engine": "pytest_ortperf.measure",
     "EngineConfig": "pytest_ortperf.measure",
     "TimingEngine": "pytest_ortperf.measure",
     "ScriptedEngine": "pytest_ortperf.testing",
+    "ScriptedLauncher": "pytest_ortperf.testing",
     # profiles and memory
     "read_profile": "pytest_ortperf.profiling.parse",
     "compare_profiles": "pytest_ortperf.profiling.parse",
@@ -54,6 +56,7 @@ _LAZY: dict[str, str] = {
     "judge_against_runs": "pytest_ortperf.gating.history",
     "judge_structure": "pytest_ortperf.gating.rules",
     "judge_tail": "pytest_ortperf.gating.tails",
+    "judge_memory": "pytest_ortperf.gating.memory_rule",
     # the results store
     "read_results": "pytest_ortperf.store",
     "list_runs": "pytest_ortperf.store",

@@ -7,6 +7,7 @@ imported when a measured run needs them.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import uuid
 from collections.abc import Callable, Mapping
@@ -362,6 +363,12 @@ class OrtperfState:
                 "alpha": settings.gate.alpha,
                 "strict": settings.gate.strict,
                 "update": settings.update,
+                "baseline": settings.baseline,
+                **(
+                    {"history": dataclasses.asdict(settings.history)}
+                    if settings.baseline == "history"
+                    else {}
+                ),
             },
             run_id=self.run_id,
             exit_status=exit_status,

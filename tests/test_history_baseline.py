@@ -353,6 +353,9 @@ def test_runs_on_main_become_the_baseline_of_the_next_run(pytester: pytest.Pytes
     result.stdout.fnmatch_lines(["*against the history of branch 'main'*last 10 runs*"])
     runs = store.list_runs(db)
     assert list(runs["branch"]) == ["main"] * MIN_HISTORY_RUNS
+    settings = json.loads((pytester.path / "out.json").read_text())["settings"]
+    assert settings["baseline"] == "history"
+    assert settings["history"] == {"branch": "main", "machine": None, "window": 10}
     assert not (pytester.path / "__ortperf__").exists()  # history mode writes no files
 
     script(pytester, 0.9, 1.0, 50)

@@ -11,7 +11,8 @@ meaning or disappears; keys may be added within a version)::
       "git": {"commit": ..., "branch": ..., "dirty": ...},
       "environment": {"ort_version": ..., "cpu_model": ..., "fingerprint": ..., ...},
       "settings": {"budget_s": 1.0, "threshold": 0.05, "alpha": 0.01, "strict": false,
-                   "update": false},
+                   "update": false, "baseline": "files" | "history",
+                   "history": {"branch": "main", "machine": ..., "window": 10}  # history only},
       "counts": {"regressed": 1, "ok": 3, ...},          # gated metrics by outcome
       "results": [
         {"id": "<test node id>::<name>", "kind": "latency" | "compare" | "memory" |
