@@ -309,7 +309,14 @@ def check_ortperf_schema(doc: dict[str, Any]) -> None:
         assert re.match(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d", doc[key])
     assert set(doc["git"]) >= {"commit", "branch", "dirty"}
     assert isinstance(doc["environment"], dict) and isinstance(doc["notes"], list)
-    assert set(doc["settings"]) == {"budget_s", "threshold", "alpha", "strict", "update", "baseline"}
+    assert set(doc["settings"]) == {
+        "budget_s",
+        "threshold",
+        "alpha",
+        "strict",
+        "update",
+        "baseline",
+    }
     assert all(isinstance(n, int) for n in doc["counts"].values())
     for result in doc["results"]:
         assert result["id"] == f"{result['test']}::{result['name']}"
