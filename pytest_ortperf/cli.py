@@ -26,6 +26,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from pytest_ortperf.gating.settings import CHANGE_POINT_RUNS
 from pytest_ortperf.reports.terminal import ELLIPSIS, WIDTH, format_table, shorten_left
 from pytest_ortperf.results import Outcome, Verdict
 from pytest_ortperf.units import (
@@ -329,8 +330,9 @@ def cmd_changes(args: argparse.Namespace) -> int:
     if target is not None and not target.parent.is_dir():
         raise UsageError(f"cannot write {target}: no directory {target.parent}")
     found = history_changes(
-        store, branch=args.branch, machine=machine, test=args.test, min_change=min_change
-    )
+        store, branch=args.branch, machine=machine, test=args.test, min_change=min_change,
+        last=args.last,
+    )  # fmt: skip
     if target is not None:
         try:
             write_atomic(target, json.dumps([_change_json(c) for c in found], indent=1) + "\n")
@@ -815,6 +817,13 @@ def _add_changes(sub: Subparsers, common: argparse.ArgumentParser) -> None:
         help="smallest step reported, 0.05 or 5%% (default 2%%)",
     )
     p.add_argument("--json", metavar="FILE", help="also write the change points as JSON")
+    p.add_argument(
+        "--last",
+        type=_positive_int,
+        default=CHANGE_POINT_RUNS,
+        metavar="K",
+        help=f"search the newest K complete runs (default {CHANGE_POINT_RUNS})",
+    )
     p.set_defaults(func=cmd_changes)
 
 

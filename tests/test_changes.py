@@ -230,6 +230,18 @@ def test_history_changes_per_machine_class(db: Path) -> None:
     assert [c.kind for c in history_changes(str(db), keys=keys)] == ["compare"]
 
 
+def test_the_window_keeps_the_newest_runs_of_the_machine_class(db: Path) -> None:
+    machine = fingerprint(db, "Test CPU 3000")
+    # the other machine class's 16 runs came later: the window counts this class's only
+    found = history_changes(str(db), machine=machine, last=12)
+    assert [(c.kind, c.change.run_id, c.runs) for c in found] == [
+        ("compare", 9, 12),
+        ("latency", 9, 12),
+    ]
+    assert history_changes(str(db), machine=machine, last=6) == []  # all after the step
+    assert len(history_changes(str(db), last=None)) == 2
+
+
 def test_machine_classes_are_separate_histories(tmp_path: Path) -> None:
     """Runs alternating between a fast and a slow machine class hold no step: each class's
     history is flat (taken together, they would zigzag)."""

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_ortperf.gating.changes import MIN_CHANGE, Change, find_changes
+from pytest_ortperf.gating.settings import CHANGE_POINT_RUNS
 from pytest_ortperf.units import machine_label
 
 MeasurementKey = tuple[str, str, str, str]
@@ -67,6 +68,7 @@ def history_changes(
     test: str | None = None,
     keys: Collection[MeasurementKey] | None = None,
     min_change: float = MIN_CHANGE,
+    last: int | None = CHANGE_POINT_RUNS,
 ) -> list[MeasurementChange]:
     """The steps in the history of every stored measurement, per machine class.
 
@@ -74,12 +76,26 @@ def history_changes(
     last one stored): the ratio of a comparison, the median of a latency. ``branch`` keeps
     the runs of one branch; ``machine`` the machine classes whose fingerprint starts with
     it; ``test`` the measurements whose node id contains it; ``keys`` only those
-    measurements. Changes are ordered by machine class, measurement, then run. Raises
-    StoreError when the store cannot be read, ValueError for a bad ``min_change``.
+    measurements; ``last`` the newest runs of those (None: every run). Changes are
+    ordered by machine class, measurement, then run. Raises StoreError when the store
+    cannot be read, ValueError for a bad ``min_change``.
     """
-    from pytest_ortperf.store import read_results
+    from pytest_ortperf.store import INTERRUPTED, list_runs, read_results
 
-    frame = read_results(store, test=test, include_interrupted=False)
+    since = None
+    if last is not None:
+        stored = list_runs(store)
+        stored = stored[~stored[INTERRUPTED].astype(bool)]
+        if branch is not None:
+            stored = stored[stored["branch"] == branch]
+        if machine:
+            fingerprints = stored["fingerprint"].fillna("").astype(str)
+            stored = stored[fingerprints.str.startswith(machine)]
+        newest = stored["run_id"].tail(last)
+        if newest.empty:
+            return []
+        since = int(newest.min())
+    frame = read_results(store, test=test, since=since, include_interrupted=False)
     if frame.empty:
         return []
     frame = frame[frame["measured"].fillna(False).astype(bool)]
@@ -111,8 +127,8 @@ def history_changes(
         )
         if not changes:
             continue
-        last = rows[-1]
-        label = machine_label(fingerprint, _text(last.get("cpu_model")), _cores(last))
+        latest = rows[-1]
+        label = machine_label(fingerprint, _text(latest.get("cpu_model")), _cores(latest))
         for change in changes:
             started = rows[change.index]["started"]
             out.append(

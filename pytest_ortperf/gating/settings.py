@@ -15,6 +15,10 @@ HISTORY_TAG = "history baseline"
 """Words in the message of every verdict judged against a history baseline
 (:mod:`~pytest_ortperf.gating.history_baseline`): its failure hints and the summary's are
 not about files."""
+CHANGE_POINT_RUNS = 200
+"""Runs change points are searched in by default: the newest complete runs (of the branch
+and machine class asked for), so a report or ``ortperf changes`` on a fleet's large store
+reads its recent history only."""
 BASELINE_SOURCES = ("files", "history")
 """Where baselines come from: the committed ``__ortperf__/<module>.json`` files, or the
 runs of a branch on a machine class in the results store (``--ortperf-baseline``)."""
