@@ -65,6 +65,28 @@ class SessionSettings:
         if self.threads < 0:
             raise ValueError(f"threads must be >= 0 (0: onnxruntime's default), got {self.threads}")
 
+    @classmethod
+    def of(
+        cls,
+        *,
+        providers: Iterable[str] | None = None,
+        optimization: str = "all",
+        threads: int = 1,
+        spinning: bool = False,
+        options: Mapping[str, Any] | None = None,
+        custom_ops: Iterable[str | os.PathLike[str]] | None = None,
+    ) -> SessionSettings:
+        """The settings ``ort_session``'s keyword arguments ask for (no providers: the
+        CPU's), validated."""
+        return cls(
+            providers=tuple(providers) if providers else ("CPUExecutionProvider",),
+            optimization=optimization,
+            threads=threads,
+            spinning=spinning,
+            options=tuple(sorted((options or {}).items())),
+            custom_ops=tuple(os.fspath(p) for p in custom_ops or ()),
+        )
+
     def replace(self, **changes: Any) -> SessionSettings:
         """A copy with some fields changed; ``options`` are merged, not replaced."""
         extra = changes.pop("options", None)
@@ -175,14 +197,10 @@ class OrtSession:
         name: str | None = None,
     ) -> OrtSession:
         model_bytes, label = load_model_bytes(model)
-        settings = SessionSettings(
-            providers=tuple(providers) if providers else ("CPUExecutionProvider",),
-            optimization=optimization,
-            threads=threads,
-            spinning=spinning,
-            options=tuple(sorted((options or {}).items())),
-            custom_ops=tuple(os.fspath(p) for p in custom_ops or ()),
-        )
+        settings = SessionSettings.of(
+            providers=providers, optimization=optimization, threads=threads,
+            spinning=spinning, options=options, custom_ops=custom_ops,
+        )  # fmt: skip
         return cls(model_bytes, settings, name or label)
 
     def derive(self, **changes: Any) -> OrtSession:

@@ -236,22 +236,6 @@ class WorkerProcess:
         return self.proc.poll() is None
 
 
-def session_settings(**kwargs: Any) -> Any:
-    """The :class:`~pytest_ortperf.ort_session.SessionSettings` of ``ort_session``'s keyword
-    arguments (validated as there)."""
-    from pytest_ortperf.ort_session import SessionSettings
-
-    providers = kwargs.get("providers")
-    return SessionSettings(
-        providers=tuple(providers) if providers else ("CPUExecutionProvider",),
-        optimization=kwargs.get("optimization", "all"),
-        threads=kwargs.get("threads", 1),
-        spinning=kwargs.get("spinning", False),
-        options=tuple(sorted((kwargs.get("options") or {}).items())),
-        custom_ops=tuple(os.fspath(p) for p in kwargs.get("custom_ops") or ()),
-    )
-
-
 class RemoteEnvironment:
     """An environment whose sessions run in worker processes.
 
@@ -298,7 +282,9 @@ class RemoteEnvironment:
         """A session of ``model`` in a new worker of this environment, with the keyword
         arguments of ``ort_session``; a model this environment's onnxruntime cannot load
         raises :class:`WorkerError` naming the version and ORT's error."""
-        settings = session_settings(
+        from pytest_ortperf.ort_session import SessionSettings
+
+        settings = SessionSettings.of(
             providers=providers, optimization=optimization, threads=threads,
             spinning=spinning, options=options, custom_ops=custom_ops,
         )  # fmt: skip
