@@ -561,8 +561,15 @@ def _engine(url: sa.URL, *, write: bool) -> Engine:
 
 
 @contextlib.contextmanager
-def _transaction(store: StorePath, *, write: bool) -> Iterator[Connection]:
-    """One connection in one transaction; errors become StoreError naming the store."""
+def _transaction(
+    store: StorePath, *, write: bool, first: Callable[[Connection], object] | None = None
+) -> Iterator[Connection]:
+    """One connection in one transaction; errors become StoreError naming the store.
+
+    ``first`` is what a writer commits before that transaction: on a database server, in
+    the short transaction that prepares the schema (:func:`_prepare_server`), so that
+    writers wait on it briefly and never on one another's whole transaction; on SQLite, at
+    the start of the one transaction (its writers take turns anyway)."""
     url = _url(store)
     label = _label(url)
     path = _sqlite_file(url)
@@ -581,10 +588,13 @@ def _transaction(store: StorePath, *, write: bool) -> Iterator[Connection]:
     except (SQLAlchemyError, ImportError) as exc:
         raise StoreError(f"{label}: cannot open ({exc})", store=store) from None
     try:
-        if write and engine.dialect.name == "postgresql":
-            _prepare_server(engine, label)
+        server = engine.dialect.name != "sqlite"
+        if write and server:
+            _prepare_server(engine, label, first)
         with engine.begin() as conn:
             _check_schema(conn, label, create=write)
+            if first is not None and not server:
+                first(conn)
             yield conn
     except StoreError:
         raise
@@ -598,14 +608,20 @@ SCHEMA_LOCK = 0x6F72_7470_6572_66  # "ortperf"
 """Key of the PostgreSQL advisory lock that writers take to create or migrate the schema."""
 
 
-def _prepare_server(engine: Engine, label: str) -> None:
+def _prepare_server(
+    engine: Engine, label: str, first: Callable[[Connection], object] | None
+) -> None:
     """Create or migrate a server's schema in a short transaction of its own, one writer at
-    a time (an advisory lock): concurrent first runs against an empty database, or against
-    an older schema, must not both create or both migrate. The lock ends with this
-    transaction, so writers of runs never wait on one another's run."""
+    a time on PostgreSQL (an advisory lock): concurrent first runs against an empty
+    database, or against an older schema, must not both create or both migrate. The lock
+    ends with this transaction, so writers of runs never wait on one another's run.
+    ``first`` runs at its end (see :func:`_transaction`)."""
     with engine.begin() as conn:
-        conn.execute(sa.select(sa.func.pg_advisory_xact_lock(SCHEMA_LOCK)))
+        if engine.dialect.name == "postgresql":
+            conn.execute(sa.select(sa.func.pg_advisory_xact_lock(SCHEMA_LOCK)))
         _check_schema(conn, label, create=True)
+        if first is not None:
+            first(conn)
 
 
 def _check_schema(conn: Connection, label: str, *, create: bool) -> None:
@@ -855,12 +871,9 @@ def save_run(
     id is returned, so a retry or a sync writes each run exactly once. Raises StoreError
     (nothing of this run stored) when the store cannot be written.
     """
-    if _url(store).get_backend_name() != "sqlite":
-        # The environment's row first, in a transaction of its own: its digest is unique,
-        # so the writers of one machine would otherwise wait on the first one's whole run.
-        with _transaction(store, write=True) as conn:
-            _environment_id(conn, environment)
-    with _transaction(store, write=True) as conn:
+    # The environment's row first: its digest is unique, so on a server the writers of one
+    # machine would otherwise wait on the first one's whole run.
+    with _transaction(store, write=True, first=lambda c: _environment_id(c, environment)) as conn:
         if uid is not None:
             found = _run_with_uid(conn, uid)
             if found is not None:
