@@ -9,7 +9,7 @@ import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import onnx
 import onnxruntime as ort
@@ -95,6 +95,28 @@ class SessionSettings:
             merged.update(extra)
             changes["options"] = tuple(sorted(merged.items()))
         return dataclasses.replace(self, **changes)
+
+
+class Configured(Protocol):
+    """A session that remembers its :class:`SessionSettings` (local or remote)."""
+
+    @property
+    def settings(self) -> SessionSettings: ...
+
+
+def watches_cpu(*sessions: Configured) -> bool:
+    """Whether the engine may tell preempted blocks by the calling thread's CPU time: only
+    where ORT computes on that thread, i.e. every session (local, or remote in a worker)
+    runs on the CPU provider alone with one intra-op thread and no spinning. Elsewhere the
+    thread mostly waits (for the intra-op pool, or a device), so its CPU time says nothing
+    of the work's and every block is kept."""
+    return all(
+        s.settings.threads == 1
+        and not s.settings.spinning
+        and set(s.settings.providers) == {"CPUExecutionProvider"}
+        and dict(s.settings.options).get("intra_op_num_threads", 1) == 1
+        for s in sessions
+    )
 
 
 def load_model_bytes(model: ModelLike) -> tuple[bytes, str]:

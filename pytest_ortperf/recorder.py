@@ -16,7 +16,7 @@ import pytest
 from pytest_ortperf.feed_files import FeedPool, rotating
 from pytest_ortperf.gating.gate import Decision, Gate, GateFailure, failure_message
 from pytest_ortperf.measure import Samples, StopRule, TimingEngine, WarmupWarning, smoke
-from pytest_ortperf.ort_session import OrtSession
+from pytest_ortperf.ort_session import OrtSession, watches_cpu
 from pytest_ortperf.ortvalues import is_bfloat16
 from pytest_ortperf.results import (
     ATTRIBUTION_PROPERTY,
@@ -172,21 +172,6 @@ def _session_info(session: OrtSession, structure: bool) -> SessionInfo:
 
 class OutputMismatch(AssertionError):
     """Candidate and reference outputs differ beyond the tolerances."""
-
-
-def watches_cpu(*sessions: OrtSession) -> bool:
-    """Whether the engine may tell preempted blocks by the calling thread's CPU time: only
-    where ORT computes on that thread, i.e. every session runs on the CPU provider alone
-    with one intra-op thread and no spinning. Elsewhere the thread mostly waits (for the
-    intra-op pool, or a device), so its CPU time says nothing of the work's and every
-    block is kept."""
-    return all(
-        s.settings.threads == 1
-        and not s.settings.spinning
-        and set(s.settings.providers) == {"CPUExecutionProvider"}
-        and dict(s.settings.options).get("intra_op_num_threads", 1) == 1
-        for s in sessions
-    )
 
 
 def output_diffs(
@@ -1334,7 +1319,6 @@ def rank_remote(
         engine_config,
         interleave,
         shared_feeds,
-        watches_cpu,
     )
     from pytest_ortperf.remote import smoke as smoke_remote
 

@@ -543,17 +543,6 @@ def shared_feeds(sessions: Sequence[RemoteSession], feeds: Feeds, api: str) -> I
         shutil.rmtree(directory, ignore_errors=True)
 
 
-def watches_cpu(*sessions: RemoteSession) -> bool:
-    """As :func:`pytest_ortperf.recorder.watches_cpu`: a block's thread CPU time tells a
-    preemption only where ORT computes on the calling thread."""
-    return all(
-        s.settings.threads == 1
-        and not s.settings.spinning
-        and set(s.settings.providers) == {"CPUExecutionProvider"}
-        for s in sessions
-    )
-
-
 def pin_together(sessions: Sequence[RemoteSession]) -> int | None:
     """Pin the workers of one-thread sessions to one and the same CPU (the last one this
     process may use): they run one at a time, so they share it at no cost, and neither
@@ -667,6 +656,8 @@ class Arms:
     def measure(
         self, config: EngineConfig | None, stop: StopRule | None, measured: bool
     ) -> tuple[Samples, Samples]:
+        from pytest_ortperf.ort_session import watches_cpu
+
         sessions = [self.reference, self.candidate]
         with shared_feeds(sessions, self.feeds, self.api):
             if not measured or config is None:

@@ -460,3 +460,21 @@ def test_pytest_form(pytester: pytest.Pytester, old_python: Path, no_leftovers: 
     update.assert_outcomes(passed=1)
     baseline = json.loads((pytester.path / "__ortperf__" / "test_up.json").read_text())
     assert "onnxruntime 1.31.1" in json.dumps(baseline)  # the arms' labels name versions
+
+
+def test_remote_multi_thread_session_is_not_preemption_filtered(
+    no_leftovers: None, here: RemoteEnvironment
+) -> None:
+    """Issue 21: ``options={"intra_op_num_threads": 4}`` runs ORT on a pool, so a block's
+    thread CPU time says nothing of a preemption; a remote A/B must keep every block, as
+    a local one does (one ``watches_cpu`` for both)."""
+    from pytest_ortperf.remote import Arms
+
+    pooled = {"intra_op_num_threads": 4}
+    a, b = here.session(attention(), options=pooled), here.session(attention(), options=pooled)
+    feeds = make_feeds(a.get_inputs(), dims={"B": 1})
+    ref, cand = Arms(a, b, feeds, "iobinding").measure(TINY, None, True)
+    assert not ref.watched and not cand.watched
+    single = here.session(attention()), here.session(attention())
+    ref, cand = Arms(*single, feeds, "iobinding").measure(TINY, None, True)
+    assert ref.watched and cand.watched
