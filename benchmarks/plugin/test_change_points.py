@@ -15,10 +15,14 @@ machine), with lognormal noise of 1% and 2% between runs and single outliers spr
 - a **slow drift** of +10% spread over 20 runs (0.5% per run), found when an upward
   change is reported within the drift (3 runs of slack either side);
 - a **recent step** of 10%, with exactly 3 runs after it (the fewest ``min_segment``
-  allows).
+  allows);
+- **autocorrelated runs**: 200-run histories of AR(1) noise (lag-1 autocorrelation
+  ``rho`` 0.3, 0.5 and 0.7, marginal SD 2%) with no step, where a wandering level must not
+  read as steps; and 5% steps in 60 runs of AR(1) noise (``rho`` 0.5, 1%).
 
 Targets (issue 13): every step of 5% or more found within 3 runs; no false step in 200
-runs of pure noise. Rates come with Wilson 95% intervals. Run with
+runs of pure noise. Issue 22: at most 1-2% of pure-noise AR(1) histories (``rho`` 0.5)
+with a false step (38% before the penalty carried the long-run variance). Rates come with Wilson 95% intervals. Run with
 ``pytest -s benchmarks/plugin/test_change_points.py`` (about half a minute; set
 ``ORTPERF_CHANGES_N`` to scale the number of histories per cell, default 1000). What is
 asserted is only that every scenario ran.
@@ -43,6 +47,7 @@ NOISE_RUNS = 200
 SLACK = 3
 OUTLIER_RATE = 0.03
 OUTLIER_GAP = 5
+RHOS = (0.3, 0.5, 0.7)
 
 
 def rate(k: int, n: int) -> str:
@@ -74,6 +79,17 @@ def history(
                 last = i
     logs[slow] += np.log(rng.uniform(1.1, 1.5, int(slow.sum())))
     return np.exp(logs)
+
+
+def ar1(rng: np.random.Generator, runs: int, noise: float, rho: float) -> np.ndarray:
+    """Log offsets of an AR(1) process with lag-1 autocorrelation ``rho`` and marginal
+    standard deviation ``noise``, started in its stationary distribution."""
+    shocks = rng.normal(0.0, noise * math.sqrt(1.0 - rho * rho), runs)
+    logs = np.empty(runs)
+    logs[0] = rng.normal(0.0, noise)
+    for i in range(1, runs):
+        logs[i] = rho * logs[i - 1] + shocks[i]
+    return logs
 
 
 def step_at(at: int, step: float) -> Callable[[np.ndarray], np.ndarray]:
@@ -152,8 +168,31 @@ def test_change_points(record_property):  # type: ignore[no-untyped-def]
         rows.append(
             f"recent step 10% (3 runs after), noise {noise:.0%}: found {rate(hit, HISTORIES)}"
         )
+    for rho in RHOS:
+        rng = np.random.default_rng([17, int(rho * 10)])
+        false = sum(
+            bool(find_changes(np.exp(ar1(rng, NOISE_RUNS, 0.02, rho)))) for _ in range(HISTORIES)
+        )
+        ran += 1
+        record_property(f"false_ar1_{rho:.1f}", false / HISTORIES)
+        rows.append(
+            f"AR(1) rho {rho:.1f}, noise 2%, {NOISE_RUNS} runs, no step: "
+            f"histories with a false step {rate(false, HISTORIES)}"
+        )
+    rng = np.random.default_rng([19, 5])
+    hit = 0
+    for h in range(HISTORIES):
+        up = h % 2 == 0
+        at = int(rng.integers(15, 46))
+        logs = ar1(rng, STEP_RUNS, 0.01, 0.5)
+        logs += step_at(at, 0.05 if up else 1.0 / 1.05 - 1.0)(np.arange(STEP_RUNS))
+        hit += found(find_changes(np.exp(logs)), at, up)
+    ran += 1
+    rows.append(
+        f"step 5%, AR(1) rho 0.5 noise 1%: found within {SLACK} runs {rate(hit, HISTORIES)}"
+    )
     print(f"\nchange points: {HISTORIES} seeded histories per row (Wilson 95% intervals)")
     print("\n".join(rows))
     big = {k: v for k, v in misses.items() if not k.startswith("step 3%")}
     print(f"steps >= 5% missed: {big} (target: none)")
-    assert ran == len(rows) == len(NOISES) * (len(STEPS) + 4)
+    assert ran == len(rows) == len(NOISES) * (len(STEPS) + 4) + len(RHOS) + 1

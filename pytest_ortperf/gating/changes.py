@@ -23,15 +23,23 @@ Method (:func:`find_changes`), on the logarithm of the per-run values (a step is
    ``sigma`` is the raw values' scale while the fit sees filtered ones (less noisy, and
    correlated): ``penalty`` is calibrated by simulation, not taken from BIC. O(n**2) in
    the number of runs, vectorized: 2,000 runs take about 0.06 s on a 2-core VM.
-4. **Steps too small to matter merged**: each segment's level is the median of its
+4. **Dependent runs**: runs whose noise is autocorrelated (a runner's speed that wanders
+   over days) make a level that drifts and comes back, which a penalty sized for
+   independent noise cuts into steps (38% of 200-run histories of AR(1) noise with
+   ``rho`` 0.5 had a false step). So the fit is repeated (at most :data:`REFITS` times)
+   with ``sigma**2`` replaced by the long-run variance of the previous fit's residuals
+   (:func:`long_run_variance`: their robust variance times ``(1 + rho) / (1 - rho)``,
+   ``rho`` their lag-1 autocorrelation), when that is larger. Independent runs show no
+   autocorrelation beyond the estimate's noise and keep the first fit.
+5. **Steps too small to matter merged**: each segment's level is the median of its
    filtered values; while two neighbouring levels differ by less than ``min_change``
    (symmetric on log scale: ``|log(after / before)| < log1p(min_change)``), the step
    between the two closest is removed and the levels recomputed, so a slow drift reads as
    the larger steps it adds up to.
 
 The default penalty was tuned with ``benchmarks/plugin/test_change_points.py`` (seeded
-lognormal noise of 1% and 2% with sprinkled outliers): see that benchmark for the
-detection and false-step rates it gives.
+lognormal noise of 1% and 2% with sprinkled outliers, and AR(1) noise): see that
+benchmark for the detection and false-step rates it gives.
 """
 
 from __future__ import annotations
@@ -57,6 +65,16 @@ WINDOW = 5
 """Runs in the running median that takes outliers out (two in any five runs)."""
 MIN_NOISE = 0.002
 """Floor of the noise scale (0.2% on log scale): a constant history still has one."""
+REFITS = 3
+"""Most refits with the long-run variance of the previous fit's residuals (dependent runs)."""
+MAX_RHO = 0.9
+"""Largest lag-1 autocorrelation of the runs the penalty allows for (a factor of 19)."""
+CLIP = 2.5
+"""Residuals beyond ``CLIP`` robust standard deviations are clipped there before their
+autocorrelation is read (an outlier run is no dependence)."""
+RHO_NOISE = 2.5
+"""A lag-1 autocorrelation under ``RHO_NOISE / sqrt(runs)`` is taken as none (the robust
+estimate's noise on independent runs): independent runs keep the first fit's penalty."""
 _MAD_TO_SD = 1.482602218505602
 
 
@@ -105,6 +123,33 @@ def noise_scale(logs: Sequence[float] | FloatArray, min_noise: float = MIN_NOISE
     if len(d) == 0:
         return min_noise
     return max(min_noise, float(np.median(np.abs(d))) * _MAD_TO_SD / math.sqrt(2.0))
+
+
+def long_run_variance(logs: Sequence[float] | FloatArray, bounds: Sequence[int]) -> float:
+    """The long-run variance of the noise of ``logs`` around the levels ``bounds`` cut them
+    into (each segment's median): the residuals' robust variance (1.4826 MAD, squared)
+    times ``(1 + rho) / (1 - rho)``, with ``rho`` their lag-1 autocorrelation read
+    robustly (from the MAD of their first differences, which is ``sqrt(2 * (1 - rho))``
+    times theirs for an AR(1) process), clipped to [0, :data:`MAX_RHO`]. Independent runs
+    give about the residuals' variance; AR(1) runs with ``rho`` 0.5 three times it."""
+    y = np.asarray(logs, dtype=float)
+    edges = [0, *bounds, len(y)]
+    residuals = np.concatenate(
+        [y[a:b] - np.median(y[a:b]) for a, b in itertools.pairwise(edges) if b > a]
+    )
+    if len(residuals) < 3:
+        return 0.0
+    scale = float(np.median(np.abs(residuals - np.median(residuals)))) * _MAD_TO_SD
+    if scale <= 0:
+        return 0.0
+    # Outliers clipped, then the plain lag-1 autocorrelation (less noisy than a ratio of
+    # MADs: about 1 / sqrt(runs) on independent runs).
+    w = np.clip(residuals, -CLIP * scale, CLIP * scale)
+    w = w - w.mean()
+    rho = min(MAX_RHO, float(np.dot(w[:-1], w[1:]) / np.dot(w, w)))
+    if rho < RHO_NOISE / math.sqrt(len(residuals)):
+        return 0.0  # no sign of dependence beyond the estimate's own noise
+    return scale * scale * (1.0 + rho) / (1.0 - rho)
 
 
 def segment(z: Sequence[float] | FloatArray, beta: float, min_segment: int) -> list[int]:
@@ -208,9 +253,21 @@ def find_changes(
     if n < 2 * min_segment:
         return ()
     z = smooth(logs, window)
-    sigma = noise_scale(logs, min_noise)
-    bounds = segment(z, penalty * sigma * sigma * math.log(n), min_segment)
-    bounds = _merge_small(z, bounds, math.log1p(min_change))
+    variance = noise_scale(logs, min_noise) ** 2
+    min_log = math.log1p(min_change)
+    bounds = _merge_small(z, segment(z, penalty * variance * math.log(n), min_segment), min_log)
+    for _ in range(REFITS):
+        # Dependent runs: a level that wanders reads as steps unless the penalty carries
+        # the long-run variance the fit's residuals show (never less than the first pass's).
+        wider = max(variance, long_run_variance(logs, bounds))
+        if wider <= variance * (1.0 + 1e-9):
+            break
+        variance = wider
+        refit = segment(z, penalty * variance * math.log(n), min_segment)
+        refit = _merge_small(z, refit, min_log)
+        if refit == bounds:
+            break
+        bounds = refit
     levels = _levels(z, bounds)
     edges = [0, *bounds, n]
     changes = []
