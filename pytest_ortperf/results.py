@@ -161,6 +161,57 @@ class Judgement:
         )
 
 
+SLO_OUTCOMES = ("violated", "inconclusive", "met", "not_gated")
+"""What a latency budget's verdict says (:mod:`pytest_ortperf.gating.slo`), most urgent
+first; only ``violated`` fails a test."""
+
+
+@dataclass(frozen=True)
+class SloVerdict:
+    """A latency budget (``slo=``) judged on one figure: its quantile's ``estimate`` and
+    distribution-free bounds ``low``/``high`` at ``confidence`` (NaN or infinite where the
+    values are too few), against ``budget`` (seconds; calls per second, a minimum, when
+    ``floor``). ``n`` values of ``unit`` (calls, blocks, windows, launches), ``over`` of
+    them on the wrong side of the budget (``over_preempted`` of those preempted); ``more``:
+    how many more, all within the budget, would decide an inconclusive one. ``machine``:
+    the machine class whose budget applied."""
+
+    figure: str
+    outcome: str
+    budget: float
+    floor: bool
+    estimate: float
+    low: float
+    high: float
+    n: int
+    unit: str
+    over: int
+    over_preempted: int
+    more: int
+    confidence: float
+    machine: str
+    message: str
+
+    @property
+    def headroom(self) -> float:
+        """The share of the budget left at the estimate (0.25: a quarter to spare; below
+        0: over budget); NaN where not gated."""
+        if not (math.isfinite(self.budget) and math.isfinite(self.estimate)) or not self.budget:
+            return math.nan
+        if self.floor:
+            return self.estimate / self.budget - 1.0
+        return 1.0 - self.estimate / self.budget
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {name: getattr(self, name) for name in self.__dataclass_fields__}
+        out["headroom"] = self.headroom  # derived, for readers of the JSON
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> SloVerdict:
+        return cls(**{name: data[name] for name in cls.__dataclass_fields__})
+
+
 @dataclass(frozen=True)
 class SessionInfo:
     """What a measured session was: model label and the settings that affect timings."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import math
+import re
 from collections.abc import Iterable, Sequence
 
 SECOND_UNITS = (("s", 1.0), ("ms", 1e-3), ("us", 1e-6), ("ns", 1e-9))
@@ -37,6 +38,42 @@ def time_unit(values: Sequence[float]) -> tuple[str, float]:
         if typical >= scale:
             return unit, scale
     return SECOND_UNITS[-1]
+
+
+_NUMBER = r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?"
+_QUANTITY = re.compile(rf"\s*({_NUMBER}|inf|nan)\s*([^\s\d.+-][^\s]*)?\s*", re.IGNORECASE)
+
+
+def _quantity(text: object, units: dict[str, float], example: str) -> float:
+    """A number with one of ``units`` (a plain number: the unit of scale 1), finite and
+    not negative; a ValueError saying what was expected otherwise."""
+    expected = f"a quantity such as {example} (units: {', '.join(units)})"
+    if isinstance(text, bool) or not isinstance(text, int | float | str):
+        raise ValueError(f"must be {expected}, got {text!r}")
+    match = _QUANTITY.fullmatch(str(text))
+    if match is None or (match.group(2) is not None and match.group(2) not in units):
+        raise ValueError(f"must be {expected}, got {text!r}")
+    unit = match.group(2) or next(k for k, scale in units.items() if scale == 1.0)
+    value = float(match.group(1)) * units[unit]
+    if not math.isfinite(value):
+        raise ValueError(f"must be finite, got {text!r}")
+    if value < 0:
+        raise ValueError(f"must not be negative, got {text!r}")
+    return value + 0.0  # -0 reads as 0
+
+
+def parse_seconds(text: object) -> float:
+    """A duration in seconds from ``"20 ms"``, ``"2s"``, ``"500 us"`` (units of
+    :data:`SECOND_UNITS`; ``µs`` too) or a plain number of seconds; finite, not negative.
+
+    Raises ValueError saying what was expected; callers prefix the name at fault."""
+    return _quantity(text, {**dict(SECOND_UNITS), "µs": 1e-6}, "20 ms or 2 s")
+
+
+def parse_rate(text: object) -> float:
+    """Calls per second from ``"1500/s"``, ``"1.5k/s"`` or a plain number; finite, not
+    negative. Raises ValueError saying what was expected."""
+    return _quantity(text, {"/s": 1.0, "k/s": 1e3, "M/s": 1e6}, "1500/s")
 
 
 def format_ratio(ratio: float | None) -> str:

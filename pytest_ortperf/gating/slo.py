@@ -1,0 +1,506 @@
+"""Latency budgets (service levels): a figure's quantile judged against a budget with a
+distribution-free binomial bound, the way MLPerf LoadGen's early stopping does.
+
+Pure: budgets are parsed from what users write (units by :mod:`pytest_ortperf.units`),
+verdicts computed from injected values; the recorder measures.
+
+**The bound.** The number of values above the true ``q`` quantile among ``n`` is binomial
+``Bin(n, 1 - q)``. The ``t``-th largest value is an upper bound of the quantile at
+confidence ``1 - alpha`` for the largest ``t`` with ``P(Bin(n, 1 - q) <= t) < alpha``
+(:func:`bound_rank`; LoadGen's criterion, one value more careful than the bare order
+statistic). The lower bound mirrors it. A budget is
+
+- ``met`` when the upper bound is at most the budget (equivalently: ``k`` values over the
+  budget and ``P(Bin(n, 1 - q) <= k + 1) < alpha``);
+- ``violated`` when the lower bound is over the budget;
+- ``inconclusive`` otherwise, with the values that would decide it: how many more, all
+  within the budget, would make it ``met`` (:func:`calls_needed`).
+
+With no value over the budget, :func:`calls_needed` is LoadGen's minimum: 64 calls for a
+p90 and 662 for a p99 at 99% confidence.
+
+Rates (calls per second) are floors: judged as the negated values against the negated
+budget. Medians of few values (a latency's blocks, a cold start's launches, a throughput
+level's windows) are judged the same way, with ``q = 0.5``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from pytest_ortperf.results import SloVerdict
+from pytest_ortperf.units import format_seconds, parse_rate, parse_seconds
+
+KINDS = ("latency", "per_call", "throughput", "cold_start")
+"""The measurements that take an ``slo=``."""
+
+COLD_START_KEYS = ("create", "first_run", "new_shape")
+MAX_QUANTILE = 0.999
+"""The most extreme quantile a budget may name (p99.9): a decision on it takes thousands of
+calls, one on p99.99 tens of thousands."""
+
+MAX_BUDGETS = 32
+"""The most budgets (figures times machine classes) one measurement takes."""
+
+LOOKS = 6
+"""The most looks a measurement that keeps measuring takes at its data: each at
+``alpha / LOOKS`` (Bonferroni), so that looking again never raises the overall error."""
+
+CAP_FACTOR = 16
+"""A measurement kept going for a budget stops at this many times the calls its first
+decision can take (:func:`cap_calls`)."""
+
+MAX_SLO_CALLS = 200_000
+"""The most calls a measurement is kept going to, whatever the quantile."""
+
+ANY_MACHINE = ("any", "*")
+"""Machine-class keys that match every machine."""
+
+_MACHINE = re.compile(r"^(?P<model>.*?)\s*(?:,\s*(?P<cpus>\d+)\s*CPUs?)?\s*$", re.IGNORECASE)
+_QUANTILE = re.compile(r"^p(\d+(?:\.\d+)?)$")
+
+
+class SloError(ValueError):
+    """A bad ``slo=``: the message names the test and the key at fault."""
+
+
+@dataclass(frozen=True)
+class Budget:
+    """One figure's budget: its ``q`` quantile at most ``limit`` (seconds), or, for a
+    ``floor`` (calls per second), its ``q`` quantile at least ``limit``."""
+
+    figure: str
+    q: float
+    limit: float
+    floor: bool = False
+
+    @property
+    def label(self) -> str:
+        """``p99``, ``median``, ``create median``, ``4 threads median``."""
+        from pytest_ortperf.gating.tails import quantile_label
+
+        if self.figure == "median" or _QUANTILE.match(self.figure):
+            return self.figure
+        return f"{self.figure} {'median' if self.q == 0.5 else quantile_label(self.q)}"
+
+    def show(self, value: float) -> str:
+        return f"{value:.4g}/s" if self.floor else format_seconds(value)
+
+
+@dataclass(frozen=True)
+class MachineBudgets:
+    """The budgets of one machine class: ``model`` (lower case; each of its words must be
+    part of the CPU model) and ``cpus`` (effective CPUs), either None for any."""
+
+    machine: str
+    model: str | None
+    cpus: int | None
+    budgets: tuple[Budget, ...]
+
+    def matches(self, cpu_model: str | None, cpus: int | None) -> bool:
+        text = (cpu_model or "").lower()
+        if self.model is not None and not all(w in text for w in self.model.split()):
+            return False
+        return self.cpus is None or self.cpus == cpus
+
+    @property
+    def specificity(self) -> tuple[bool, int]:
+        return self.cpus is not None, len((self.model or "").split())
+
+
+def _where(test: str, kind: str) -> str:
+    return f"{test}: ortperf.{kind}(slo=...)" if kind in KINDS else f"{test}: {kind}"
+
+
+def parse_slo(
+    kind: str, spec: Any, test: str = "", where: str | None = None
+) -> tuple[MachineBudgets, ...]:
+    """The budgets of ``spec`` for a measurement of ``kind`` (:data:`KINDS`), per machine
+    class; :class:`SloError` naming ``test`` and the key for a bad one.
+
+    ``spec`` is the flat form of the kind (``"5 ms"`` for ``latency``; ``{"p99": "20
+    ms"}`` for ``per_call``; ``{4: "1500/s"}`` for ``throughput``; ``{"create": "2 s"}`` for
+    ``cold_start``), for any machine; or a mapping from machine classes to flat forms:
+    ``"any"``, a part of the CPU model (``"Xeon 8375C"``), optionally with the effective CPUs
+    (``"Xeon 8375C, 2 CPUs"``).
+    """
+    if kind not in KINDS:
+        raise ValueError(f"unknown slo kind {kind!r}")
+    at = where or _where(test, kind)
+    flat = (
+        not isinstance(spec, Mapping)
+        if kind == "latency"
+        else not (
+            isinstance(spec, Mapping)
+            and spec
+            and all(isinstance(v, Mapping) for v in spec.values())
+        )
+    )
+    per_machine = {"any": spec} if flat else dict(spec)
+    if not per_machine:
+        raise SloError(f"{at}: slo has no budget")
+    out = []
+    for machine, flat_spec in per_machine.items():
+        if not isinstance(machine, str) or not machine.strip():
+            raise SloError(
+                f"{at}: machine class {machine!r} must be text such as 'any' or "
+                "'Xeon 8375C, 2 CPUs'"
+            )
+        budgets = _flat(kind, flat_spec, at, "" if flat else f"[{machine!r}]")
+        key = machine.strip()
+        if key.lower() in ANY_MACHINE:
+            out.append(MachineBudgets("any", None, None, budgets))
+            continue
+        match = _MACHINE.match(key)
+        assert match is not None  # the pattern matches any text
+        cpus = None if match["cpus"] is None else int(match["cpus"])
+        model = match["model"].strip().lower() or None
+        if cpus is not None and cpus < 1:
+            raise SloError(f"{at}: machine class {machine!r} must have at least 1 CPU")
+        out.append(MachineBudgets(key, model, cpus, budgets))
+    if sum(len(m.budgets) for m in out) > MAX_BUDGETS:
+        raise SloError(
+            f"{at}: at most {MAX_BUDGETS} budgets, got {sum(len(m.budgets) for m in out)}"
+        )
+    return tuple(out)
+
+
+def _flat(kind: str, spec: Any, at: str, prefix: str) -> tuple[Budget, ...]:
+    if kind == "latency":
+        return (Budget("median", 0.5, _value(spec, False, f"{at}{prefix}")),)
+    if not isinstance(spec, Mapping) or not spec:
+        raise SloError(
+            f"{at}{prefix}: slo must be a mapping such as {_EXAMPLES[kind]}, got {spec!r}"
+        )
+    out = []
+    for key, value in spec.items():
+        named = f"{at}{prefix}[{key!r}]"
+        if kind == "per_call":
+            q = _quantile_key(key, named)
+            out.append(Budget(f"p{q * 100:g}", q, _value(value, False, named)))
+        elif kind == "throughput":
+            if isinstance(key, bool) or not isinstance(key, int) or key < 1:
+                raise SloError(
+                    f"{named}: a throughput budget is keyed by a thread count "
+                    "such as 4 (one of concurrency=)"
+                )
+            out.append(Budget(f"{key} threads", 0.5, _value(value, True, named), floor=True))
+        else:
+            if key not in COLD_START_KEYS:
+                from pytest_ortperf.units import did_you_mean
+
+                raise SloError(
+                    f"{named}: a cold-start budget is keyed by one of "
+                    f"{', '.join(COLD_START_KEYS)}"
+                    f"{did_you_mean([key], COLD_START_KEYS)}"
+                )
+            out.append(Budget(str(key), 0.5, _value(value, False, named)))
+    return tuple(out)
+
+
+_EXAMPLES = {
+    "per_call": "{'p99': '20 ms', 'p50': '4 ms'}",
+    "throughput": "{4: '1500/s'}",
+    "cold_start": "{'create': '2 s', 'first_run': '50 ms'}",
+}
+
+
+def _quantile_key(key: Any, named: str) -> float:
+    match = _QUANTILE.match(str(key).strip().lower()) if isinstance(key, str) else None
+    q = float(match[1]) / 100 if match else math.nan
+    if not 0 < q <= MAX_QUANTILE:
+        raise SloError(
+            f"{named}: a per-call budget is keyed by a quantile from p1 to "
+            f"p{MAX_QUANTILE * 100:g}, such as 'p99' or 'p50'"
+        )
+    return q
+
+
+def _value(value: Any, rate: bool, named: str) -> float:
+    try:
+        number = parse_rate(value) if rate else parse_seconds(value)
+    except ValueError as exc:
+        raise SloError(f"{named}: the budget {exc}") from None
+    if not number > 0:
+        raise SloError(f"{named}: the budget must be positive, got {value!r}")
+    return number
+
+
+def select(
+    classes: Sequence[MachineBudgets], cpu_model: str | None, cpus: int | None
+) -> MachineBudgets | None:
+    """The budgets for this machine: the most specific class that matches it (one with
+    its CPUs over one without; more words of the model over fewer), None when none does.
+    Two equally specific matches are a :class:`SloError`."""
+    found = [m for m in classes if m.matches(cpu_model, cpus)]
+    if not found:
+        return None
+    best = max(m.specificity for m in found)
+    tied = [m for m in found if m.specificity == best]
+    if len(tied) > 1:
+        raise SloError(
+            f"machine classes {[m.machine for m in tied]} all match this machine "
+            f"({cpu_model}, {cpus} CPUs): make one more specific"
+        )
+    return tied[0]
+
+
+def describe_machine(cpu_model: str | None, cpus: int | None) -> str:
+    """This machine's class as a budget key would name it: ``"<CPU model>, 2 CPUs"``."""
+    return f"{cpu_model or 'unknown CPU'}, {cpus if cpus else '?'} CPUs"
+
+
+# ------------------------------------------------------------------ the binomial bound
+
+
+def binom_cdf(k: int, n: int, p: float) -> float:
+    """``P(Bin(n, p) <= k)``."""
+    if k < 0:
+        return 0.0
+    if k >= n:
+        return 1.0
+    from pytest_ortperf.stats import regularized_beta
+
+    return regularized_beta(n - k, k + 1, 1.0 - p)
+
+
+@cache
+def bound_rank(n: int, q: float, alpha: float) -> int:
+    """The largest ``t >= 1`` with ``P(Bin(n, 1 - q) <= t) < alpha``: the ``t``-th largest
+    of ``n`` values bounds their ``q`` quantile from above at confidence ``1 - alpha``; 0
+    when ``n`` values are too few for any bound."""
+    lo, hi = 0, n - 1  # cdf(t) grows with t; find the last t with cdf(t) < alpha
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if binom_cdf(mid, n, 1.0 - q) < alpha:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+@cache
+def calls_needed(q: float, confidence: float, over: int = 0) -> int:
+    """The fewest values that make a ``q`` quantile budget ``met`` at ``confidence`` with
+    ``over`` of them over the budget: the least ``n`` with ``P(Bin(n, 1 - q) <= over + 1)
+    < 1 - confidence`` (64 for p90 and 662 for p99 at 0.99 with none over)."""
+    alpha = 1.0 - confidence
+    if not (0 < q < 1 and 0 < alpha < 1 and over >= 0):
+        raise ValueError(
+            f"calls_needed: q and confidence in (0, 1), over >= 0; got {q}, {confidence}, {over}"
+        )
+    hi = over + 2
+    while binom_cdf(over + 1, hi, 1.0 - q) >= alpha:
+        hi *= 2
+    lo = hi // 2
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if binom_cdf(over + 1, mid, 1.0 - q) < alpha:
+            hi = mid
+        else:
+            lo = mid + 1
+    return hi
+
+
+def cap_calls(q: float, alpha: float) -> int:
+    """How many calls a measurement is kept going to for a ``q`` quantile budget:
+    :data:`CAP_FACTOR` times the fewest that can meet it at ``alpha / LOOKS``, at most
+    :data:`MAX_SLO_CALLS`."""
+    return min(MAX_SLO_CALLS, CAP_FACTOR * calls_needed(q, 1.0 - alpha / LOOKS))
+
+
+def look_points(budgets: Sequence[Budget], alpha: float) -> list[int]:
+    """The call counts at which a measurement kept going looks again: an eighth, a
+    quarter, half of the cap, and the cap."""
+    cap = max(cap_calls(b.q, alpha) for b in budgets)
+    return [cap // 8, cap // 4, cap // 2, cap]
+
+
+def judge(
+    values: Sequence[float],
+    budget: Budget,
+    alpha: float,
+    *,
+    unit: str = "calls",
+    preempted: Sequence[float] = (),
+    machine: str = "any",
+    looks: int = 1,
+) -> SloVerdict:
+    """The verdict on ``budget`` from ``values`` (and ``preempted``: values measured while
+    the thread was preempted, judged with the rest and counted apart), each look at
+    ``alpha / looks``."""
+    from pytest_ortperf.stats import quantile
+
+    look_alpha = alpha / looks
+    sign = -1.0 if budget.floor else 1.0
+    q = 1.0 - budget.q if budget.floor else budget.q
+    limit = sign * budget.limit
+    ordered = sorted(sign * v for v in (*values, *preempted))
+    n = len(ordered)
+    over = sum(1 for v in ordered if v > limit)
+    over_preempted = sum(1 for v in preempted if sign * v > limit)
+    t = bound_rank(n, q, look_alpha)
+    s = bound_rank(n, 1.0 - q, look_alpha)
+    upper = ordered[n - t] if t else math.inf
+    lower = ordered[s - 1] if s else -math.inf
+    estimate = quantile(ordered, q) if n else math.nan
+    if upper <= limit:
+        outcome = "met"
+    elif lower > limit:
+        outcome = "violated"
+    else:
+        outcome = "inconclusive"
+    more = 0
+    if outcome == "inconclusive":
+        more = calls_needed(q, 1.0 - look_alpha, over) - n
+    low, high = (-upper, -lower) if budget.floor else (lower, upper)
+    est = sign * estimate
+    confidence = 1.0 - look_alpha
+    verdict = SloVerdict(
+        figure=budget.label,
+        outcome=outcome,
+        budget=budget.limit,
+        floor=budget.floor,
+        estimate=est,
+        low=low,
+        high=high,
+        n=n,
+        unit=unit,
+        over=over,
+        over_preempted=over_preempted,
+        more=more,
+        confidence=confidence,
+        machine=machine,
+        message="",
+    )
+    return _with_message(verdict, budget)
+
+
+def _with_message(v: SloVerdict, budget: Budget) -> SloVerdict:
+    """``p99 of 1200 calls: 1.02 ms (0.98 ms to 1.10 ms at 99.83% confidence); budget
+    50.0 ms: met, 0 calls over the budget``."""
+    import dataclasses
+
+    show = budget.show
+    low, high = math.isfinite(v.low), math.isfinite(v.high)
+    if low and high:
+        bounds = f"{show(v.low)} to {show(v.high)}"
+    elif low or high:
+        bounds = f"at least {show(v.low)}" if low else f"at most {show(v.high)}"
+    else:
+        bounds = f"too few {v.unit} for a bound"
+    word = "below" if budget.floor else "over"
+    preempted = f" ({v.over_preempted} of them preempted)" if v.over_preempted else ""
+    text = (
+        f"{v.figure} of {v.n} {v.unit}: {show(v.estimate)} ({bounds} at "
+        f"{v.confidence * 100:.4g}% confidence); budget {show(v.budget)}: {v.outcome}, "
+        f"{v.over} {v.unit} {word} the budget{preempted}"
+    )
+    if v.outcome == "inconclusive":
+        text += f"; {v.more} more {v.unit}, all within the budget, would meet it"
+    if v.machine != "any":
+        text += f" [budget for {v.machine}]"
+    return dataclasses.replace(v, message=text)
+
+
+def not_gated(machine: str) -> SloVerdict:
+    """The verdict where no budget names this machine's class: reported, not gated."""
+    return SloVerdict(
+        figure="-",
+        outcome="not_gated",
+        budget=math.nan,
+        floor=False,
+        estimate=math.nan,
+        low=math.nan,
+        high=math.nan,
+        n=0,
+        unit="calls",
+        over=0,
+        over_preempted=0,
+        more=0,
+        confidence=math.nan,
+        machine=machine,
+        message=f"no budget for this machine class ({machine}): reported, not gated",
+    )
+
+
+def judge_all(
+    classes: Sequence[MachineBudgets],
+    values_of: Mapping[str, Sequence[float]],
+    alpha: float,
+    *,
+    cpu_model: str | None,
+    cpus: int | None,
+    unit: str = "calls",
+    preempted_of: Mapping[str, Sequence[float]] | None = None,
+    looks: int = 1,
+) -> tuple[SloVerdict, ...]:
+    """Every budget of this machine's class, each figure's values from ``values_of``
+    (keyed by :attr:`Budget.figure`; a figure without values is skipped)."""
+    chosen = select(classes, cpu_model, cpus)
+    if chosen is None:
+        return (not_gated(describe_machine(cpu_model, cpus)),)
+    out = []
+    for budget in chosen.budgets:
+        values = values_of.get(budget.figure)
+        if values is None:
+            continue
+        out.append(
+            judge(
+                values,
+                budget,
+                alpha,
+                unit=unit,
+                machine=chosen.machine,
+                looks=looks,
+                preempted=(preempted_of or {}).get(budget.figure, ()),
+            )
+        )
+    return tuple(out)
+
+
+def keep_measuring(
+    first: Sequence[float],
+    more: Callable[[int], Sequence[float]],
+    budgets: Sequence[Budget],
+    alpha: float,
+    *,
+    machine: str = "any",
+) -> tuple[list[float], tuple[SloVerdict, ...]]:
+    """Values and verdicts of a measurement kept going while a budget is undecided.
+
+    Looks at ``first``; while some budget is inconclusive, asks ``more(m)`` for ``m``
+    more values, up to the next of :func:`look_points`, and looks again: at most
+    :data:`LOOKS` looks, each at ``alpha / LOOKS``, and no more values than the cap. Stops
+    early when ``more`` gives nothing (it could not measure)."""
+    values = list(first)
+    points = look_points(budgets, alpha)
+    looks = 0
+    while True:
+        looks += 1
+        verdicts = tuple(judge(values, b, alpha, machine=machine, looks=LOOKS) for b in budgets)
+        n = len(values)
+        if all(v.outcome != "inconclusive" for v in verdicts) or looks >= LOOKS:
+            return values, verdicts
+        following = [p for p in points if p > n]
+        if not following:
+            return values, verdicts
+        extra = more(following[0] - n)
+        if not extra:
+            return values, verdicts
+        values.extend(extra)
+
+
+def failure_message(test_name: str, verdicts: Sequence[SloVerdict]) -> str | None:
+    """The test's failure text for its violated budgets, None when none is."""
+    violated = [v for v in verdicts if v.outcome == "violated"]
+    if not violated:
+        return None
+    lines = [f"ortperf: {test_name!r} violated its latency budget"]
+    lines += [f"  VIOLATED {v.message}" for v in violated]
+    return "\n".join(lines)
