@@ -1,11 +1,13 @@
-"""The README's examples run as written.
+"""The examples of the README and of the documentation pages run as written.
 
-Every fenced block preceded by ``<!-- runnable: FILE ... -->`` is saved under FILE in one
-empty directory (``pyproject.toml`` included, so its ini keys are the ones the examples run
-under) and run there in a subprocess with the installed plugin: the ``test_*.py`` files with
-plain ``pytest`` (smoke) and with ``pytest --ortperf``, the other ``.py`` files as scripts
-after a ``--ortperf`` run has filled the store. The ``ortperf profile`` commands of the
-README are run too.
+Every fenced block preceded by ``<!-- runnable: FILE ... -->``, in README.md or in any page
+under docs/pages/, is saved under FILE in one empty directory (``pyproject.toml`` included,
+so its ini keys are the ones the examples run under) and run there in a subprocess with the
+installed plugin: the ``test_*.py`` files with plain ``pytest`` (smoke) and with
+``pytest --ortperf``, the other ``.py`` files as scripts after a ``--ortperf`` run has filled
+the store. A FILE may be marked in several documents only with the same code (the README's
+example repeated in the docs). The ``ortperf profile`` commands of the docs are run too, the
+README's links are checked, and the site builds with ``mkdocs build --strict``.
 """
 
 from __future__ import annotations
@@ -21,7 +23,12 @@ import pytest
 
 ROOT = Path(__file__).parents[1]
 README = ROOT / "README.md"
-MIN_BLOCKS = 4  # test_attention.py, pyproject.toml, test_profiles.py, read_results.py
+DOCS = ROOT / "docs"
+PAGES = DOCS / "pages"
+README_MAX_LINES = 300
+# test_attention.py, pyproject.toml, read_results.py, test_upgrade.py, test_cold_start.py,
+# test_tails.py, test_recorded_inputs.py, test_devices.py, test_custom_ops.py, test_profiles.py
+MIN_BLOCKS = 10
 BLOCK = re.compile(
     r"^<!-- runnable: (?P<name>[\w.-]+)(?P<note>[^\n]*?)-->\n```(?P<lang>\w+)\n(?P<code>.*?)^```$",
     re.MULTILINE | re.DOTALL,
@@ -29,16 +36,36 @@ BLOCK = re.compile(
 MARKER = re.compile(r"^<!-- runnable:", re.MULTILINE)
 
 
-def runnable_blocks() -> dict[str, str]:
-    """FILE -> code of every marked block, in README order."""
-    text = README.read_text(encoding="utf-8")
-    blocks: dict[str, str] = {}
-    for match in BLOCK.finditer(text):
-        name = match["name"]
-        assert name not in blocks, f"two README blocks are marked runnable as {name}"
-        blocks[name] = match["code"]
+def documents() -> list[Path]:
+    """The README, then every page of the documentation site."""
+    return [README, *sorted(PAGES.rglob("*.md"))]
+
+
+def _blocks_of(doc: Path) -> list[tuple[str, str]]:
+    """(FILE, code) of every marked block of one document, in order."""
+    text = doc.read_text(encoding="utf-8")
+    blocks = [(match["name"], match["code"]) for match in BLOCK.finditer(text)]
     # a marker the pattern does not take (a typo, a blank line before the fence) is an error
-    assert len(MARKER.findall(text)) == len(blocks), "a runnable marker is not followed by a block"
+    assert len(MARKER.findall(text)) == len(blocks), (
+        f"{doc.relative_to(ROOT)}: a runnable marker is not followed by a block"
+    )
+    return blocks
+
+
+def runnable_blocks() -> dict[str, str]:
+    """FILE -> code of every marked block of the README and the docs pages."""
+    blocks: dict[str, str] = {}
+    where: dict[str, Path] = {}
+    for doc in documents():
+        for name, code in _blocks_of(doc):
+            if name in blocks:
+                assert code == blocks[name], (
+                    f"{where[name].relative_to(ROOT)} and {doc.relative_to(ROOT)} mark "
+                    f"different blocks runnable as {name}"
+                )
+                continue
+            blocks[name] = code
+            where[name] = doc
     return blocks
 
 
@@ -114,15 +141,61 @@ def _passed(project: Path) -> str:
 def test_readme_marks_its_runnable_blocks() -> None:
     blocks = runnable_blocks()
     assert len(blocks) >= MIN_BLOCKS, f"only {sorted(blocks)} are marked runnable"
-    assert {"test_attention.py", "pyproject.toml"} <= set(blocks)
+    assert {"test_attention.py", "pyproject.toml"} <= {name for name, _ in _blocks_of(README)}
     for name, code in blocks.items():
         if name.endswith(".py"):
             compile(code, name, "exec")
     text = README.read_text(encoding="utf-8")
     assert "tests/test_readme.py" in text  # the README says which test runs them
-    python_blocks = len(re.findall(r"^```python$", text, re.MULTILINE))
-    marked = sum(name.endswith(".py") for name in blocks)
-    assert marked == python_blocks, "every Python example of the README must be runnable"
+    for doc in documents():
+        python_blocks = len(
+            re.findall(r"^```python$", doc.read_text(encoding="utf-8"), re.MULTILINE)
+        )
+        marked = sum(name.endswith(".py") for name, _ in _blocks_of(doc))
+        assert marked == python_blocks, (
+            f"every Python example of {doc.relative_to(ROOT)} must be runnable"
+        )
+
+
+def test_readme_is_short_and_links_every_page() -> None:
+    """At most README_MAX_LINES lines; every docs page and every relative link it names
+    exists, and every page of the site is linked from it."""
+    text = README.read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= README_MAX_LINES
+    targets = {
+        link.split("#")[0]
+        for link in re.findall(r"\]\(([^)\s]+)\)", text)
+        if not link.startswith(("http://", "https://", "#"))
+    }
+    missing = sorted(t for t in targets if not (ROOT / t).exists())
+    assert not missing, f"README links to files that do not exist: {missing}"
+    pages = {str(p.relative_to(ROOT)) for p in PAGES.rglob("*.md")}
+    assert pages, "no documentation pages under docs/pages"
+    unlinked = sorted(pages - targets)
+    assert not unlinked, f"pages the README does not link: {unlinked}"
+
+
+def test_docs_site_builds_strict(tmp_path: Path) -> None:
+    """``mkdocs build --strict`` (as .ci/run runs it): every page in the nav, every link and
+    anchor resolves."""
+    pytest.importorskip("mkdocs", reason="the docs extra: pip install -e '.[docs]'")
+    proc = _run(
+        [
+            sys.executable,
+            "-m",
+            "mkdocs",
+            "build",
+            "--strict",
+            "-f",
+            str(DOCS / "mkdocs.yml"),
+            "-d",
+            str(tmp_path / "site"),
+        ],
+        ROOT,
+    )
+    assert proc.returncode == 0, _explain(proc)
+    assert (tmp_path / "site" / "index.html").is_file()
+    assert (tmp_path / "site" / "report.png").is_file()  # docs/hooks.py serves it
 
 
 def test_blocks_pass_in_smoke_mode(project: Path) -> None:
@@ -160,10 +233,11 @@ def test_scripts_read_the_store(project: Path) -> None:
 
 
 def test_profile_commands_run(tmp_path: Path) -> None:
-    """The two ``ortperf profile`` lines of *Results store and the ortperf command*."""
+    """The two ``ortperf profile`` lines of the docs (*The ortperf command*)."""
     lines = [
         line[2:]
-        for line in README.read_text(encoding="utf-8").splitlines()
+        for doc in documents()
+        for line in doc.read_text(encoding="utf-8").splitlines()
         if line.startswith(("$ python -c", "$ ortperf profile"))
     ]
     assert len(lines) == 2 and "attention.onnx" in lines[1], lines
