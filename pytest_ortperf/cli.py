@@ -52,6 +52,8 @@ EXIT_OK = 0
 EXIT_REGRESSED = 1
 EXIT_USAGE = 2
 EXIT_INTERNAL = 3
+EXIT_INTERRUPTED = 130
+"""Ctrl-C (SIGINT) during ``ortperf ab``: the shell's status for an interrupted command."""
 
 EXIT_STATUS = f"""exit status:
   {EXIT_OK}  success
@@ -1232,6 +1234,8 @@ class ABResult:
     """One line per op type whose count differs in the optimized graphs, fusions named."""
     profile: tuple[str, ...]
     """Per-op-type profile difference A -> B (empty when not profiled)."""
+    pairs: tuple[float, ...] = ()
+    """The ratio B/A each worker-process pair read (its Hodges-Lehmann estimate)."""
 
     @property
     def regressed(self) -> bool:
@@ -1247,6 +1251,7 @@ class ABResult:
             "verdict": self.verdict.to_dict(),
             "structure": list(self.structure),
             "profile": list(self.profile),
+            "pairs": list(self.pairs),
         }  # fmt: skip
 
     def lines(self) -> list[str]:
@@ -1260,9 +1265,13 @@ class ABResult:
             f"A: {self.a} (onnxruntime {a}), median {format_seconds(c.reference.median)}",
             f"B: {self.b} (onnxruntime {b}), median {format_seconds(c.candidate.median)}",
             f"B / A: {format_ratio_interval(c.ratio, c.low, c.high)} "
-            f"({c.confidence:.0%} interval, {len(c.block_ratios)} block pairs)",
-            f"verdict: {self.verdict.message}",
+            f"({c.confidence:.0%} interval, {len(c.block_ratios)} block pairs"
+            + (f" from {len(self.pairs)} worker-process pairs)" if self.pairs else ")"),
         ]
+        if len(self.pairs) > 1:
+            read = ", ".join(f"{r:.3f}" for r in self.pairs)
+            out.append(f"each process pair read B / A = {read}")
+        out.append(f"verdict: {self.verdict.message}")
         if c.output_diffs:
             worst = max(c.output_diffs, key=lambda d: d.max_abs)
             out.append(
@@ -1280,6 +1289,10 @@ class ABResult:
             out.append("profiles, A -> B (taken in each worker, outside the timed runs):")
             out += [f"  {line}" for line in self.profile]
         return out
+
+
+AB_PROCESSES = 4
+"""Worker-process pairs an A/B measures by default (``ortperf ab --processes``)."""
 
 
 def ab(
@@ -1302,26 +1315,47 @@ def ab(
     seed: int = 0,
     cache: Path | None = None,
     timeout_s: float = 60.0,
+    processes: int = AB_PROCESSES,
 ) -> ABResult:
     """A/B of ``model`` in environments ``a`` and ``b`` (requirements or interpreter
-    paths): feeds generated once here (or ``feeds``) and sent to both, outputs checked,
-    blocks interleaved in ABBA order for ``budget_s``, the ratio B/A judged against
-    ``threshold`` without baseline, the optimized graphs' op types and the profiles of
-    both compared (profiles outside the timed runs; ``profile_runs=0``: none). What
-    ``ortperf ab`` runs; ``timeout_s`` bounds each wait for a worker's answer."""
+    paths): feeds generated once here (or ``feeds``) and sent to every worker, outputs
+    checked, then ``processes`` pairs of fresh worker processes (one of A, one of B each,
+    started in parallel) measured in the same ABBA rounds for ``budget_s``. Each pair
+    gives one estimate of B/A; the ratio is their mean and its interval comes from their
+    spread (t on ``processes - 1`` degrees of freedom, never narrower than the blocks'
+    own error), so a difference between processes widens it instead of reading as a
+    regression. The ratio is judged against ``threshold`` without baseline; the
+    optimized graphs' op types and the profiles of both are compared (profiles outside
+    the timed runs; ``profile_runs=0``: none). What ``ortperf ab`` runs; ``timeout_s``
+    bounds each wait for a worker's answer. ``processes`` is at most
+    :data:`~pytest_ortperf.gating.ab.MAX_PROCESSES`; 1 measures one pair and assumes a 1%
+    spread between processes."""
     import contextlib
+    import dataclasses
 
     from pytest_ortperf.feeds import make_feeds
-    from pytest_ortperf.gating.ab import histogram_changes, judge_ab
+    from pytest_ortperf.gating.ab import MAX_PROCESSES, histogram_changes, judge_ab_pairs
     from pytest_ortperf.measure import EngineConfig
     from pytest_ortperf.recorder import (
         check_outputs_ab,
-        measure_ab,
+        comparison,
+        merge_runs,
         profile_lines,
         profile_runs_for,
+        warn_unsettled,
     )
-    from pytest_ortperf.remote import RemoteEnvironment
+    from pytest_ortperf.remote import (
+        RemoteEnvironment,
+        RemoteSession,
+        arm_result,
+        measure_pairs,
+        start_sessions,
+    )
 
+    if isinstance(processes, bool) or not isinstance(processes, int):
+        raise ValueError(f"processes must be a whole number, got {processes!r}")
+    if not 1 <= processes <= MAX_PROCESSES:
+        raise ValueError(f"processes must be between 1 and {MAX_PROCESSES}, got {processes}")
     model_bytes = model if isinstance(model, bytes) else None
     if model_bytes is None:
         from pytest_ortperf.ort_session import load_model_bytes
@@ -1334,38 +1368,64 @@ def ab(
             stack.enter_context(RemoteEnvironment(spec, cache=cache, timeout_s=timeout_s))
             for spec in (a, b)
         ]
-        kwargs = {"providers": providers, "threads": threads}
-        ref = envs[0].session(model_bytes, name=f"{label} [A]", **kwargs)  # type: ignore[arg-type]
-        cand = envs[1].session(model_bytes, name=f"{label} [B]", **kwargs)  # type: ignore[arg-type]
+
+        def maker(env: RemoteEnvironment, arm: str) -> Callable[[], RemoteSession]:
+            return lambda: env.session(
+                model_bytes, name=f"{label} [{arm}]", providers=providers, threads=threads
+            )
+
+        arms = ((envs[0], "A"), (envs[1], "B"))
+        started = start_sessions([maker(env, arm) for _ in range(processes) for env, arm in arms])
+        pairs = [(started[2 * j], started[2 * j + 1]) for j in range(processes)]
+        ref, cand = pairs[0]
         if feeds is None:
             feeds = make_feeds(ref.get_inputs(), dims=dims, shapes=shapes, seed=seed)
         what = f"A/B of {label}: onnxruntime {cand.version} (B) vs {ref.version} (A)"
         diffs = check_outputs_ab(ref, cand, feeds, api=api, atol=atol, rtol=rtol, what=what)
         config = EngineConfig(budget_s=budget_s)
-        result = measure_ab(
-            ref, cand, feeds, config=config, name=label, test="ortperf ab", api=api, diffs=diffs
-        )
-        verdict = judge_ab(result.block_ratios, threshold=threshold, alpha=alpha)
+        samples = measure_pairs(pairs, feeds, api, config)
+        warn_unsettled(label, *(s for pair in samples for s in pair))
+        parts = []
+        for j, ((r, c), (s_ref, s_cand)) in enumerate(zip(pairs, samples, strict=True)):
+            first = j == 0  # the record's session info (op types) is the first pair's
+            parts.append(
+                comparison(
+                    arm_result("ortperf ab", f"{label}:reference", api, s_ref, r, first),
+                    arm_result("ortperf ab", f"{label}:candidate", api, s_cand, c, first),
+                    label,
+                    0.95,
+                    tuple(diffs),
+                )
+            )
+        verdict = judge_ab_pairs([p.block_ratios for p in parts], threshold=threshold,
+                                 alpha=alpha)  # fmt: skip
+        merged = merge_runs(parts) if len(parts) > 1 else parts[0]
+        # The record's ratio and interval are the verdict's (over the process pairs).
+        result = dataclasses.replace(
+            merged, ratio=verdict.current, low=1.0 + verdict.low, high=1.0 + verdict.high,
+            confidence=1.0 - 2.0 * alpha, measured=True,
+        )  # fmt: skip
         hists = (ref.op_histogram(), cand.op_histogram())
         per_call = max(result.reference.median, result.candidate.median)
         runs = profile_runs_for(per_call, profile_runs)
         profile = profile_lines(ref, cand, feeds, runs=runs) if profile_runs else []
+        ratios = tuple(p.ratio for p in parts)
         return ABResult(
             envs[0].label, envs[1].label, (ref.version, cand.version), result, verdict,
-            hists, tuple(histogram_changes(*hists)), tuple(profile),
+            hists, tuple(histogram_changes(*hists)), tuple(profile), ratios,
         )  # fmt: skip
 
 
 def _load_npz(path: str) -> dict[str, Any]:
-    import numpy as np
+    """``--feeds``: an .npz's arrays, headers checked before reading (a FeedError naming
+    the file otherwise, as ``ort_feeds(from_path=)`` gives)."""
+    from pytest_ortperf.feed_files import read_npz
+    from pytest_ortperf.feeds import FeedError
 
     try:
-        with np.load(path, allow_pickle=False) as data:
-            return {name: data[name] for name in data.files}
-    except OSError as exc:
-        raise UsageError(f"--feeds {path}: {_why(exc)}") from None
-    except ValueError as exc:
-        raise UsageError(f"--feeds {path}: not a readable .npz of arrays: {exc}") from None
+        return read_npz(path)
+    except FeedError as exc:
+        raise UsageError(f"--feeds {exc}") from None
 
 
 def cmd_ab(args: argparse.Namespace) -> int:
@@ -1388,8 +1448,13 @@ def cmd_ab(args: argparse.Namespace) -> int:
                 args.model, args.a, args.b, dims=dict(args.dim), shapes=dict(args.shape),
                 feeds=_load_npz(args.feeds) if args.feeds else None, providers=providers,
                 threads=args.threads, budget_s=args.budget, threshold=args.threshold,
-                alpha=args.alpha, profile_runs=args.profile_runs,
+                alpha=args.alpha, profile_runs=args.profile_runs, processes=args.processes,
             )  # fmt: skip
+    except KeyboardInterrupt:
+        # Ctrl-C: the workers are closed on the way out (the sessions' context), no
+        # traceback; 130 is the shell's status for a SIGINT.
+        print("ortperf: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except FeedError as exc:
         raise UsageError(cli_spelling(str(exc))) from None
     except (EnvironmentSetupError, WorkerError, OutputMismatch, ValueError) as exc:
@@ -1480,9 +1545,27 @@ def _add_ab(sub: Subparsers, common: argparse.ArgumentParser) -> None:
         help="profiled runs per profile, outside the timed ones; two profiles per "
         "environment, the least disturbed kept (default 20; 0: no profiles)",
     )  # fmt: skip
+    p.add_argument(
+        "--processes", type=_ab_processes, default=AB_PROCESSES, metavar="K",
+        help="pairs of worker processes (one of A, one of B each), measured interleaved; "
+        "the interval comes from the spread between them (default "
+        f"{AB_PROCESSES}, at most 16; 1: one pair, a 1%% spread assumed)",
+    )  # fmt: skip
     p.add_argument("--json", metavar="FILE", help="also write the A/B as JSON")
     p.add_argument("--html", metavar="FILE.html", help="also write the A/B as an HTML report")
     p.set_defaults(func=cmd_ab)
+
+
+def _ab_processes(text: str) -> int:
+    from pytest_ortperf.gating.ab import MAX_PROCESSES
+
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if not 1 <= value <= MAX_PROCESSES:
+        raise argparse.ArgumentTypeError(f"between 1 and {MAX_PROCESSES}, got {value}")
+    return value
 
 
 COMMANDS: list[Callable[[Subparsers, argparse.ArgumentParser], None]] = [

@@ -30,7 +30,7 @@ import tempfile
 import threading
 import time
 import weakref
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -571,6 +571,7 @@ def interleave(
     watch_cpu: bool = True,
     pin: bool = True,
     clock: Any = time.perf_counter_ns,
+    group: int = 0,
 ) -> list[Samples]:
     """Paired samples of remote sessions (their feeds bound), measured in ABBA rounds.
 
@@ -581,8 +582,17 @@ def interleave(
     the workers of one-thread sessions share one CPU (:func:`pin_together`): unpinned,
     A/B of two onnxruntime versions read 0.90 in one run and 1.11 in the next on a busy
     2-core machine (each arm on another core), pinned 0.997 and 0.993, and A/A intervals
-    narrowed from +-2% to +-0.6%."""
+    narrowed from +-2% to +-0.6%.
+
+    ``group`` (a divisor of the number of sessions; 0: all of them) splits the sessions into
+    consecutive groups measured independently within the same rounds (the worker-process
+    pairs of an A/B, :func:`measure_pairs`): a preempted block leaves out its group's
+    blocks of that round only. ``should_stop`` is asked only without groups."""
     arms = len(sessions)
+    size = group or arms
+    if size < 1 or arms % size:
+        raise ValueError(f"group={group}: not a divisor of {arms} sessions")
+    groups = [range(g, g + size) for g in range(0, arms, size)]
     if pin:
         pin_together(sessions)
     start_all = clock()
@@ -591,44 +601,105 @@ def interleave(
     deadline = start_all + round(config.cap_s(arms) / NS)
     values: list[list[float]] = [[] for _ in sessions]
     all_values: list[list[float]] = [[] for _ in sessions]
-    preempted = 0
+    preempted = [0] * len(groups)
     start = clock()
     rounds = 0
     while True:
         if rounds >= CAPPED_MIN_BLOCKS:
             now = clock()
-            clean = len(values[0])
+            clean = min(len(values[g[0]]) for g in groups)
             if now >= deadline:
                 break
             if clean >= config.min_blocks and (now - start) * NS >= config.budget_s:
                 break
         times: list[float] = [0.0] * arms
-        hit = False
+        hits = [False] * arms
         for i in order(rounds, arms):
             ns, cpu_ns = sessions[i].block(ks[i])
             times[i] = ns * NS / ks[i]
-            hit = hit or (watch_cpu and cpu_ns < PREEMPTED_BELOW * ns)
+            hits[i] = watch_cpu and cpu_ns < PREEMPTED_BELOW * ns
         rounds += 1
         for i in range(arms):
             all_values[i].append(times[i])
-        if hit:
-            preempted += 1
-        else:
-            for i in range(arms):
-                values[i].append(times[i])
+        hit = False
+        for g, members in enumerate(groups):
+            if any(hits[i] for i in members):
+                preempted[g] += 1
+                hit = True
+            else:
+                for i in members:
+                    values[i].append(times[i])
         if (
             should_stop is not None
+            and not group
             and not hit
             and asks_stop_rule(len(values[0]), config.min_blocks)
             and should_stop(values)
         ):
             break
-    kept = len(values[0]) < CAPPED_MIN_BLOCKS
-    chosen = all_values if kept else values
-    return [
-        Samples(tuple(chosen[i]), ks[i], preempted, watch_cpu, kept, settled=calibrated[i][1])
-        for i in range(arms)
-    ]
+    out = []
+    for i in range(arms):
+        g = i // size
+        kept = len(values[groups[g][0]]) < CAPPED_MIN_BLOCKS
+        chosen = all_values if kept else values
+        out.append(
+            Samples(tuple(chosen[i]), ks[i], preempted[g], watch_cpu, kept,
+                    settled=calibrated[i][1])
+        )  # fmt: skip
+    return out
+
+
+def measure_pairs(
+    pairs: Sequence[tuple[RemoteSession, RemoteSession]],
+    feeds: Feeds,
+    api: str,
+    config: EngineConfig,
+) -> list[tuple[Samples, Samples]]:
+    """Each worker-process pair's samples (reference, candidate), all pairs measured in
+    the same ABBA rounds (``A1 B1 A2 B2 ...``, then reversed), so that whatever the machine
+    does in a stretch of time reaches every pair alike; a preempted block leaves out its
+    own pair's round only (:func:`interleave` with groups of two)."""
+    from pytest_ortperf.ort_session import watches_cpu
+
+    sessions = [s for pair in pairs for s in pair]
+    with shared_feeds(sessions, feeds, api):
+        samples = interleave(sessions, config, watch_cpu=watches_cpu(*sessions), group=2)
+    return [(samples[2 * j], samples[2 * j + 1]) for j in range(len(pairs))]
+
+
+def start_sessions(makers: Sequence[Callable[[], RemoteSession]]) -> list[RemoteSession]:
+    """The sessions ``makers`` start, started at once, one thread each (a worker's start is
+    mostly waiting: for its interpreter, its imports, the model's load). When one fails,
+    the others are closed and the first failure (in ``makers``' order) is raised."""
+    made: list[RemoteSession | None] = [None] * len(makers)
+    errors: list[BaseException | None] = [None] * len(makers)
+
+    def start(i: int) -> None:
+        try:
+            made[i] = makers[i]()
+        except BaseException as exc:  # reraised below, in the caller's thread
+            errors[i] = exc
+
+    threads = [threading.Thread(target=start, args=(i,), daemon=True) for i in range(len(makers))]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    except BaseException:
+        # Interrupted (Ctrl-C): the threads still starting workers finish alone; their
+        # workers end with this process (atexit) or when their stdin closes.
+        for session in made:
+            if session is not None:
+                session.close()
+        raise
+    failed = next((e for e in errors if e is not None), None)
+    if failed is not None:
+        for session in made:
+            if session is not None:
+                session.close()
+        raise failed
+    return [s for s in made if s is not None]
 
 
 def smoke(sessions: Sequence[RemoteSession]) -> list[Samples]:

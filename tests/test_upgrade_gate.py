@@ -478,3 +478,86 @@ def test_remote_multi_thread_session_is_not_preemption_filtered(
     single = here.session(attention()), here.session(attention())
     ref, cand = Arms(*single, feeds, "iobinding").measure(TINY, None, True)
     assert ref.watched and cand.watched
+
+
+# ------------------------------------------------------------------------ process pairs
+
+
+def test_ab_measures_several_process_pairs(no_leftovers: None) -> None:
+    result = ab(attention(), sys.executable, sys.executable, dims={"B": 1}, budget_s=0.2,
+                profile_runs=0, processes=2)  # fmt: skip
+    c = result.comparison
+    assert len(result.pairs) == 2 and len(c.runs) == 2 and sum(c.runs) == len(c.block_ratios)
+    assert c.low <= c.ratio <= c.high
+    assert c.confidence == pytest.approx(0.98)
+    assert (c.low - 1, c.high - 1) == pytest.approx((result.verdict.low, result.verdict.high))
+    assert "2 process pairs" in result.verdict.message
+    text = "\n".join(result.lines())
+    assert "from 2 worker-process pairs" in text and "each process pair read B / A = " in text
+    assert json.loads(json.dumps(result.to_dict()))["pairs"] == list(result.pairs)
+    with pytest.raises(ValueError, match="processes must be between 1 and 16"):
+        ab(attention(), sys.executable, sys.executable, processes=0)
+
+
+def test_parallel_start_failure_closes_the_started(
+    no_leftovers: None, here: RemoteEnvironment
+) -> None:
+    from pytest_ortperf.remote import start_sessions
+
+    makers = [lambda: here.session(attention()), lambda: here.session(b"not a model")] * 2
+    with pytest.raises(WorkerError, match="could not load model"):
+        start_sessions(makers)
+    assert all(not s.worker.alive for s in here.sessions)
+
+
+def test_cli_ab_processes_bounded(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    model = tmp_path / "m.onnx"
+    onnx.save(attention(), model)
+    args = ["ab", str(model), "--a", sys.executable, "--b", sys.executable]
+    assert main([*args, "--processes", "17"]) == 2
+    assert "between 1 and 16, got 17" in capsys.readouterr().err
+    assert main([*args, "--processes", "x"]) == 2
+
+
+def _descendants(pid: int) -> set[int]:
+    """Live processes below ``pid`` (children, their children...)."""
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if fields[0] != "Z":
+                parents[int(entry.name)] = int(fields[1])
+    found, frontier = set(), {pid}
+    while frontier:
+        frontier = {p for p, parent in parents.items() if parent in frontier} - found
+        found |= frontier
+    return found
+
+
+def test_ctrl_c_on_ortperf_ab_exits_130_cleanly(tmp_path: Path) -> None:
+    """Issue 24, item 15: SIGINT mid-measurement ends ``ortperf ab`` with status 130, one
+    line on stderr, no traceback, and no worker left."""
+    model = tmp_path / "m.onnx"
+    onnx.save(attention(), model)
+    command = [sys.executable, "-m", "pytest_ortperf.cli", "ab", str(model), "--a",
+               sys.executable, "--b", sys.executable, "--dim", "B=1", "--budget", "60",
+               "--profile-runs", "0", "--processes", "2"]  # fmt: skip
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    workers: set[int] = set()
+    while len(workers) < 4 and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.2)
+        workers = _descendants(proc.pid)
+    assert len(workers) >= 4, "the workers did not start"
+    time.sleep(1.0)  # into the measurement
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and "interrupted" in err
+    deadline = time.monotonic() + 10
+    while any(alive(p) for p in workers) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(alive(p) for p in workers), "workers outlived ortperf ab"
