@@ -681,19 +681,22 @@ def _spool_dir(args: argparse.Namespace) -> Path:
 
 
 def cmd_sync(args: argparse.Namespace) -> int:
-    from pytest_ortperf.spool import pending, sync
+    from pytest_ortperf.spool import SpoolError, pending, sync
 
     directory = _spool_dir(args)
-    if not pending(directory):
-        print(f"nothing to sync: no spooled runs in {directory}")
-        return EXIT_OK
-    done = sync(_store(args), directory, any_store=args.any_store)
+    try:
+        if not pending(directory):
+            print(f"nothing to sync: no spooled runs in {directory}")
+            return EXIT_OK
+        done = sync(_store(args), directory, any_store=args.any_store)
+    except SpoolError as exc:
+        raise UsageError(str(exc)) from None
     for path, run_id in done.written:
         print(f"{path.name}: stored as run {run_id}")
     for path, meant in done.other_store:
         print(f"{path.name}: left for {meant} (--any-store writes it here)", file=sys.stderr)
-    for _path, why in done.damaged:
-        print(f"ortperf: left as it was: {why}", file=sys.stderr)
+    for _path, why in done.damaged:  # why names the file and where it was set aside
+        print(f"ortperf: {why}", file=sys.stderr)
     n = len(done.written)
     print(f"{n} spooled run{'' if n == 1 else 's'} written")
     if done.error is not None:
@@ -851,8 +854,10 @@ def _add_sync(sub: Subparsers, common: argparse.ArgumentParser) -> None:
         "not be written (a database server down or unreachable) to the store, oldest first, "
         "each exactly once (runs carry a uid made when they started), removing each spool "
         "file once its run is stored. Runs spooled for another store are left unless "
-        "--any-store. Exit 0 when every run was written, 2 when the store failed (the "
-        "files stay) or a spool file is damaged.",
+        "--any-store. A file that is not a readable run, or whose run the store cannot "
+        "take, is named and moved to the spool's set-aside/ directory, and the sync goes on. "
+        "Exit 0 when every run was written, 2 when the store failed (the files stay) or a "
+        "file was set aside.",
     )
     p.add_argument(
         "--spool",

@@ -54,9 +54,9 @@ def history(state: OrtperfState) -> Callable[[Mapping[str, Any]], list[float] | 
 
     def earlier(record: Mapping[str, Any]) -> list[float] | None:
         store = state.store_target()
-        if store is None:
-            return None
-        from pytest_ortperf.store import StoreError, run_medians
+        if store is None or state.store_down is not None:
+            return None  # a server that did not answer is not asked again (circuit breaker)
+        from pytest_ortperf.store import StoreError, StoreUnreachable, run_medians
 
         env = environment()
         session = record.get("session") or {}
@@ -71,6 +71,9 @@ def history(state: OrtperfState) -> Callable[[Mapping[str, Any]], list[float] | 
                 store, str(record["test"]), str(record["name"]), api=str(record["api"]),
                 fingerprint=match, figure=record.get("figure"),
             )  # fmt: skip
+        except StoreUnreachable as exc:
+            state.store_down = str(exc)
+            return None
         except StoreError:
             return None
 
@@ -100,6 +103,10 @@ class OrtperfState:
         """Lines for the terminal summary (where results went, what could not be done)."""
         self.run_id: int | None = None
         """This run's id in the results store, once stored."""
+        self.store_down: str | None = None
+        """Why the store's server could not be reached, once it could not: the rest of the
+        run does not try it again (each try would wait for the connect timeout), and the
+        run is spooled at once."""
 
     @property
     def baselines(self) -> Baselines:
@@ -182,7 +189,7 @@ class OrtperfState:
         test outcomes and the exit status stay as they are (the store is history)."""
         if not self.settings.enabled:
             return
-        from pytest_ortperf.store import StoreError, redact_url
+        from pytest_ortperf.store import StoreError, StoreUnreachable, redact_url
 
         target: str | None = None
         run = None
@@ -191,9 +198,14 @@ class OrtperfState:
             if target is None:
                 return
             if not self.records:
-                self._sync_spool(target)
+                if self.store_down is None:
+                    self._sync_spool(target)
                 return
             run = self._spooled_run(config, target, interrupted=interrupted)
+            if self.store_down is not None:
+                raise StoreUnreachable(
+                    f"{self.store_down} (earlier in this run: not tried again)", store=target
+                )
             run_id = run.save(target)
         except Exception as exc:  # a bug of ours or of a driver too: still only a note
             why = (
@@ -257,8 +269,9 @@ class OrtperfState:
 
         try:
             done = sync(target, self.spool_dir())
-        except SpoolError as exc:
-            self.notes.append(f"spooled runs not written: {exc}")
+        except Exception as exc:  # SpoolError, or a bug: a note, never "results NOT stored"
+            why = str(exc) if isinstance(exc, SpoolError) else f"unexpected {exc!r}"
+            self.notes.append(redact_url(f"spooled runs not written: {why}", target))
             return
         if done.written:
             ids = ", ".join(str(run_id) for _, run_id in done.written)
@@ -268,8 +281,8 @@ class OrtperfState:
             )
         if done.error is not None and (done.written or self.records):
             self.notes.append(redact_url(f"spooled runs not written: {done.error}", target))
-        for _path, why in done.damaged:
-            self.notes.append(f"spool file left as it was: {why}")
+        for _path, why in done.damaged:  # why names the file and where it was set aside
+            self.notes.append(redact_url(f"spooled run not written: {why}", target))
 
     def maintain_baselines(self, config: pytest.Config) -> None:
         """``--ortperf-update``: write the baselines of the tests that ran and prune those of

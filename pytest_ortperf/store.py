@@ -79,6 +79,16 @@ class StoreError(Exception):
         super().__init__(redact_url(message, store))
 
 
+class UnstorableRun(StoreError):
+    """The store works but cannot take this run (a field it cannot hold): writing other
+    runs goes on (``ortperf sync`` sets the spool file aside)."""
+
+
+class StoreUnreachable(StoreError):
+    """No connection to the store's server (refused, or no answer within the connect
+    timeout): the rest of the run does not try it again (it spools at once)."""
+
+
 # --------------------------------------------------------------------------------------------
 # Credentials: never shown, never stored
 
@@ -112,7 +122,8 @@ _SCHEME = re.compile(r"(?<![A-Za-z0-9+.\-])[A-Za-z][A-Za-z0-9+.\-]*://")
 _USER = re.compile(r"[^\s:/]*")
 """A URL's user name: up to ``:`` (then a password follows) or ``/`` (then none does); it
 may hold ``@``, as SQLAlchemy reads it."""
-_STOPS = re.compile(r"[\s@]")
+_URL_ENDS = re.compile(r"[\s\"'<>`]")
+"""What ends a URL in a text (a password holds none of these)."""
 _KEY = re.compile(
     r"(?<![\w.\-])(?:(?P<q>[\"'])(?P<qkey>[\w.\-]+)(?P=q)\s*:|(?P<key>[\w.\-]+)\s*=)\s*"
 )
@@ -135,18 +146,23 @@ def _variants(secret: str) -> set[str]:
 
 
 def _url_secrets(store: StorePath | None) -> set[str]:
-    """The password and secret query values of a store URL (nothing for paths)."""
+    """The password and secret query values of a store URL (nothing for paths); the
+    password as written up to the URL's last ``@`` too (:func:`_passwords`)."""
     text = "" if store is None else os.fspath(store).strip()
     if not _SCHEME.match(text):
         return set()
+    found = {text[start:end] for start, end in _passwords(text)}
+    # SQLAlchemy splits a password holding '@' (and ':'): a driver may quote each piece
+    found |= {piece for raw in found for piece in re.split("[@:]", raw)}
     try:
         url = sa.make_url(text)
     except (SQLAlchemyError, ValueError, TypeError):
-        return set()
-    found = {url.password} if url.password else set()
-    for name, value in url.query.items():
-        if _secret_key(name):
-            found.update([value] if isinstance(value, str) else value)
+        url = None
+    if url is not None:
+        found |= {url.password} if url.password else set()
+        for name, value in url.query.items():
+            if _secret_key(name):
+                found.update([value] if isinstance(value, str) else value)
     return {variant for secret in found if secret for variant in _variants(str(secret))}
 
 
@@ -192,17 +208,22 @@ def _mask(text: str, spans: Callable[[str], list[tuple[int, int]]]) -> str:
 
 def _passwords(text: str) -> list[tuple[int, int]]:
     """Where the passwords of URLs are in ``text``: ``scheme://user:PASSWORD@``, PASSWORD
-    up to the first ``@`` (a blank ends the URL). Linear in the length of ``text``."""
-    stops = [m.start() for m in _STOPS.finditer(text)]
+    up to the LAST ``@`` of the URL (a blank or a quote ends it), so that a password
+    holding an unencoded ``@`` is masked whole (SQLAlchemy would split it at the first).
+    Linear in the length of ``text``."""
+    ends = [m.start() for m in _URL_ENDS.finditer(text)]
+    ats = [i for i, c in enumerate(text) if c == "@"] if "@" in text else []
     spans: list[tuple[int, int]] = []
     for scheme in _SCHEME.finditer(text):
         user = _USER.match(text, scheme.end())
         colon = scheme.end() if user is None else user.end()
         if text[colon : colon + 1] != ":" or (spans and colon < spans[-1][1]):
             continue
-        at = bisect.bisect_right(stops, colon)
-        if at < len(stops) and text[stops[at]] == "@" and stops[at] > colon + 1:
-            spans.append((colon + 1, stops[at]))
+        end_at = bisect.bisect_right(ends, colon)
+        end = ends[end_at] if end_at < len(ends) else len(text)
+        last = bisect.bisect_left(ats, end) - 1
+        if last >= 0 and ats[last] > colon + 1:
+            spans.append((colon + 1, ats[last]))
     return spans
 
 
@@ -382,11 +403,30 @@ def resolve_store(value: str | None, rootdir: Path) -> str | None:
 def _url(store: StorePath) -> sa.URL:
     text = os.fspath(store)
     if "://" in text:
+        _refuse_ambiguous(text)
         try:
             return sa.make_url(text)
-        except SQLAlchemyError as exc:
-            raise StoreError(f"{text}: not a valid store path or URL ({exc})") from None
+        except (SQLAlchemyError, ValueError) as exc:
+            msg = f"{text}: not a valid store path or URL ({exc})"
+            raise StoreError(msg, store=text) from None
     return sa.URL.create("sqlite", database=str(Path(text).expanduser().absolute()))
+
+
+def _refuse_ambiguous(text: str) -> None:
+    """Refuse a URL whose user name or password holds an unencoded ``@``: SQLAlchemy
+    splits at the first ``@``, and would read the rest of the password as the host."""
+    rest = text.split("://", 1)[1]
+    colon = len(_USER.match(rest).group())  # type: ignore[union-attr]  # matches any text
+    first = rest.find("@", colon)
+    if rest[colon : colon + 1] != ":" or first < 0:
+        return
+    host = re.split(r"[/?#]", rest[first + 1 :], maxsplit=1)[0]
+    if "@" in host:
+        raise StoreError(
+            f"{redact_url(text)}: ambiguous store URL: its user name or password holds an "
+            "unencoded '@'; percent-encode it as %40 (and ':' as %3A, '/' as %2F)",
+            store=text,
+        )
 
 
 def _sqlite_file(url: sa.URL) -> Path | None:
@@ -402,8 +442,26 @@ def _label(url: sa.URL) -> str:
 
 
 def store_label(store: StorePath) -> str:
-    """The store as messages name it: an SQLite file's path, a URL without its password."""
-    return _label(_url(store))
+    """The store as messages name it: an SQLite file's path, a URL without its password
+    (a URL that cannot be read: its text, masked)."""
+    try:
+        return _label(_url(store))
+    except StoreError:
+        return redact_url(os.fspath(store), store)
+
+
+def same_store(a: str, b: str) -> bool:
+    """Whether two stores or store labels name the same store: SQLite files compared by
+    their real paths (through symlinks), URLs by their masked text."""
+
+    def key(text: str) -> str:
+        try:
+            path = _sqlite_file(_url(text))
+        except StoreError:
+            return text
+        return os.path.realpath(path) if path is not None else _label(_url(text))
+
+    return a == b or key(a) == key(b)
 
 
 LOW_DISK_BYTES = 1 << 20
@@ -534,7 +592,10 @@ def _check_sqlite_file(path: Path, label: str) -> None:
 
 def _engine(url: sa.URL, *, write: bool) -> Engine:
     if url.get_backend_name() == "postgresql":
-        connect_args = {"connect_timeout": CONNECT_TIMEOUT_S}
+        # a connect_timeout in the URL's query wins (libpq reads at least 2 s)
+        connect_args = (
+            {} if "connect_timeout" in url.query else {"connect_timeout": CONNECT_TIMEOUT_S}
+        )
         return sa.create_engine(url, poolclass=NullPool, connect_args=connect_args)
     if url.get_backend_name() != "sqlite":
         return sa.create_engine(url, poolclass=NullPool)
@@ -587,8 +648,11 @@ def _transaction(
         engine = _engine(url, write=write)
     except (SQLAlchemyError, ImportError) as exc:
         raise StoreError(f"{label}: cannot open ({exc})", store=store) from None
+    server = engine.dialect.name != "sqlite"
+    connected: list[bool] = []
+    if server:
+        event.listen(engine, "connect", lambda *_: connected.append(True))
     try:
-        server = engine.dialect.name != "sqlite"
         if write and server:
             _prepare_server(engine, label, first)
         with engine.begin() as conn:
@@ -599,7 +663,14 @@ def _transaction(
     except StoreError:
         raise
     except (SQLAlchemyError, sqlite3.Error, OSError) as exc:
-        raise StoreError(f"{label}: {_explain(exc, path)}", store=store) from exc
+        why = f"{label}: {_explain(exc, path)}"
+        if server and not connected:
+            raise StoreUnreachable(why, store=store) from exc
+        # a value the database (DataError) or SQLAlchemy (a bare StatementError) refused
+        refused = isinstance(exc, sa.exc.StatementError) and not isinstance(exc, sa.exc.DBAPIError)
+        if refused or isinstance(exc, sa.exc.DataError):
+            raise UnstorableRun(why, store=store) from exc
+        raise StoreError(why, store=store) from exc
     finally:
         engine.dispose()
 
@@ -750,6 +821,44 @@ def _measurement_row(run_id: int, record: Record) -> dict[str, Any]:
     return row
 
 
+REPLACEMENT = "\ufffd"
+"""What a NUL character of a stored text reads as (PostgreSQL cannot store NUL)."""
+_INT_RANGE: dict[type[Any], int] = {sa.Integer: 1 << 31, sa.BigInteger: 1 << 63}
+
+
+def _fit(table: sa.Table, row: dict[str, Any]) -> dict[str, Any]:
+    """``row`` as both backends store it alike, so that SQLite and PostgreSQL take the same
+    runs (one rule): a NUL character in a text or JSON value reads as U+FFFD, a text is cut
+    to its column's length (``runs.branch``: 255 characters), a value of a text column
+    that is not text is stored as its ``str``, and an integer out of its column's range
+    as NULL."""
+    for name, value in row.items():
+        if value is None:
+            continue
+        kind = table.c[name].type
+        if isinstance(kind, sa.String):
+            text = value if isinstance(value, str) else str(value)
+            text = text.replace("\x00", REPLACEMENT)
+            row[name] = text[: kind.length] if kind.length else text
+        elif isinstance(kind, sa.JSON):
+            if "\\u0000" in json.dumps(value, default=str):
+                row[name] = _without_nul(value)
+        elif type(kind) in _INT_RANGE and isinstance(value, int) and not isinstance(value, bool):
+            bound = _INT_RANGE[type(kind)]
+            row[name] = value if -bound <= value < bound else None
+    return row
+
+
+def _without_nul(value: Any) -> Any:
+    if isinstance(value, str):
+        return value.replace("\x00", REPLACEMENT)
+    if isinstance(value, Mapping):
+        return {_without_nul(str(k)): _without_nul(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_without_nul(v) for v in value]
+    return value
+
+
 def _environment_row(env: Mapping[str, Any]) -> dict[str, Any]:
     from pytest_ortperf.env import machine_fingerprint
 
@@ -766,11 +875,14 @@ def _environment_row(env: Mapping[str, Any]) -> dict[str, Any]:
     }
     skip = {*known, "logical_cores", "memory_bytes", "fingerprint"}
     extra = {k: v for k, v in env.items() if k not in skip}
-    row = {
-        **known,
-        "fingerprint": env.get("fingerprint") or machine_fingerprint(env),
-        "extra": extra,
-    }
+    row = _fit(
+        environments,
+        {
+            **known,
+            "fingerprint": env.get("fingerprint") or machine_fingerprint(env),
+            "extra": extra,
+        },
+    )
     blob = json.dumps(row, sort_keys=True, default=str).encode()
     row["digest"] = hashlib.sha256(blob).hexdigest()
     return row
@@ -811,13 +923,16 @@ def _profile_rows(measurement_id: int, profile: Any) -> list[dict[str, Any]]:
         total_us = float(item["total_us"])
         share = item.get("share")
         rows.append(
-            {
-                "measurement_id": measurement_id,
-                "op_type": str(item["op_type"]),
-                "total_us": total_us,
-                "count": None if item.get("count") is None else int(item["count"]),
-                "share": total_us / total if share is None else float(share),
-            }
+            _fit(
+                profile_ops,
+                {
+                    "measurement_id": measurement_id,
+                    "op_type": str(item["op_type"]),
+                    "total_us": total_us,
+                    "count": None if item.get("count") is None else int(item["count"]),
+                    "share": total_us / total if share is None else float(share),
+                },
+            )
         )
     return rows
 
@@ -871,6 +986,11 @@ def save_run(
     id is returned, so a retry or a sync writes each run exactly once. Raises StoreError
     (nothing of this run stored) when the store cannot be written.
     """
+    if uid is not None and not UID.fullmatch(uid):
+        raise UnstorableRun(
+            f"{store_label(store)}: cannot store a run with uid {uid[:40]!r}: a uid is 1 to 36"
+            " letters, digits and '-' (as this run made it)"
+        )
     # The environment's row first: its digest is unique, so on a server the writers of one
     # machine would otherwise wait on the first one's whole run.
     with _transaction(store, write=True, first=lambda c: _environment_id(c, environment)) as conn:
@@ -890,6 +1010,7 @@ def save_run(
             "extra": {INTERRUPTED: True} if interrupted else {},
             "uid": uid,
         }
+        _fit(runs, run_row)
         try:
             with conn.begin_nested():
                 run_id = _inserted_id(conn.execute(runs.insert(), run_row))
@@ -901,7 +1022,7 @@ def save_run(
                 raise
             return found
         try:
-            rows = [_measurement_row(run_id, record) for record in records]
+            rows = [_fit(measurements, _measurement_row(run_id, record)) for record in records]
         except (AttributeError, TypeError, ValueError, KeyError) as exc:
             raise StoreError(f"{_label(_url(store))}: cannot store a record ({exc!r})") from exc
         if rows:
@@ -913,6 +1034,10 @@ def save_run(
                 msg = f"{_label(_url(store))}: cannot store a profile ({exc!r})"
                 raise StoreError(msg) from exc
     return run_id
+
+
+UID = re.compile(r"[A-Za-z0-9][A-Za-z0-9\-]{0,35}")
+"""What a run's uid may be (``runs.uid``; a uuid4 as a run makes it)."""
 
 
 def _run_with_uid(conn: Connection, uid: str) -> int | None:

@@ -79,7 +79,7 @@ def test_sync_leaves_runs_meant_for_another_store_unless_asked(tmp_path: Path) -
     assert [run_id for _, run_id in done.written] == [1]
 
 
-def test_a_damaged_spool_file_is_named_with_its_line_and_kept(tmp_path: Path) -> None:
+def test_a_damaged_spool_file_is_named_with_its_line_and_set_aside(tmp_path: Path) -> None:
     directory = tmp_path / "spool"
     directory.mkdir()
     bad = directory / "run-bad.json"
@@ -87,7 +87,9 @@ def test_a_damaged_spool_file_is_named_with_its_line_and_kept(tmp_path: Path) ->
     done = spool.sync(tmp_path / "db.sqlite", directory)
     ((path, why),) = done.damaged
     assert path == bad and why.startswith(f"{bad}:2: not a spooled run: invalid JSON")
-    assert bad.exists()
+    kept = directory / spool.SET_ASIDE / "run-bad.json"
+    assert why.endswith(f"; set aside as {kept}")
+    assert not bad.exists() and kept.read_text().startswith('{"format": 1')
     other = directory / "run-other.json"
     other.write_text(json.dumps({"format": 99}))
     with pytest.raises(spool.SpoolError, match=r"run-other.json: not a spooled run .*format 99"):
