@@ -1,5 +1,9 @@
 """MkDocs hook: the HTML report's screenshot and PDF stay at docs/report.png and
-docs/report.pdf (the README shows them from there) and are served beside the pages."""
+docs/report.pdf (the README shows them from there) and are served beside the pages.
+
+The pages link them as ``../report.png`` so that they show on GitHub too; the site serves
+them at its root, beside the pages, so those links are rewritten to ``report.png``.
+"""
 
 from __future__ import annotations
 
@@ -16,3 +20,9 @@ def on_files(files: Files, *, config: Any) -> Files:
     for name in SHARED:
         files.append(File.generated(config, name, abs_src_path=str(here / name)))
     return files
+
+
+def on_page_markdown(markdown: str, **_: Any) -> str:
+    for name in SHARED:
+        markdown = markdown.replace(f"](../{name})", f"]({name})")
+    return markdown
