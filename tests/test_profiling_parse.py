@@ -281,7 +281,7 @@ def test_bad_input_errors_name_the_file(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"bad\.json: event 1 lacks dur"):
         read_profile(bad)
     with pytest.raises(ValueError, match="event 0 is not an object"):
-        read_profile([3])
+        read_profile([3])  # type: ignore[list-item]
 
 
 def test_trace_event_object_format_is_accepted() -> None:
@@ -363,6 +363,65 @@ def test_detail_columns_parse_on_demand_from_the_file_bytes(tmp_path: Path) -> N
     assert prof.nodes is nodes  # parsed once
 
 
+class _Counting:
+    """Counts the calls of a decoder while still calling it."""
+
+    def __init__(self, fn: Any) -> None:
+        self.fn, self.calls = fn, 0
+
+    def __call__(self, *args: Any) -> Any:
+        self.calls += 1
+        return self.fn(*args)
+
+    def decode(self, *args: Any) -> Any:  # as a msgspec Decoder
+        self.calls += 1
+        return self.fn.decode(*args)
+
+
+def test_all_columns_cost_one_parse_of_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("msgspec")
+    copy = tmp_path / "p.json"
+    copy.write_bytes(ORT132.read_bytes())
+    generic = _Counting(profile_mod._loads)
+    typed = _Counting(profile_mod._DECODER)
+    monkeypatch.setattr(profile_mod, "_loads", generic)
+    monkeypatch.setattr(profile_mod, "_DECODER", typed)
+    prof = read_profile(copy)
+    prof.by_op()
+    nodes = prof.nodes
+    prof.by_op()
+    assert (typed.calls, generic.calls) == (1, 0)  # one schema decode, no second parse
+    monkeypatch.undo()
+    pd.testing.assert_frame_equal(nodes, read_profile(load(ORT132)).nodes)
+
+
+def test_dynamic_shapes_are_formatted_per_row() -> None:
+    events = load(ORT132)
+    for i, e in enumerate(
+        e for e in events if e["cat"] == "Node" and e["name"] == "rsum_kernel_time"
+    ):
+        e["args"]["input_type_shape"] = [{"float": [i + 1, 3]}]
+    nodes = read_profile(events).nodes
+    assert list(nodes[nodes["name"] == "rsum"]["inputs"]) == ["f32[1x3]", "f32[2x3]", "f32[3x3]"]
+    assert set(nodes[nodes["name"] == "gt"]["inputs"]) == {"f32[],f32[]"}
+
+
+def test_args_the_schema_lacks_take_the_generic_parse(tmp_path: Path) -> None:
+    pytest.importorskip("msgspec")
+    events = load(ORT132)
+    for e in events:
+        if e["cat"] == "Node":
+            e["args"]["mem_new_figure"] = "7"  # a key a newer ORT might add
+    path = tmp_path / "newer.json"
+    path.write_text(json.dumps(events))
+    assert profile_mod._scan_typed(path.read_bytes()) is None
+    nodes = read_profile(path).nodes
+    assert set(nodes["mem_new_figure"]) == {7}
+    pd.testing.assert_frame_equal(nodes, read_profile(events).nodes)
+
+
 def test_args_missing_in_some_events() -> None:
     events = load(ORT132)
     dropped = 0
@@ -397,9 +456,9 @@ def test_schema_decoding_and_generic_parse_agree(
 def test_files_the_schema_does_not_fit_take_the_generic_parse(tmp_path: Path) -> None:
     events = load(ORT132)
     expected = read_profile(events)
-    odd = tmp_path / "odd.json"  # a float timestamp, a number where ORT writes a string
+    odd = tmp_path / "odd.json"  # a fractional timestamp, a number where ORT writes a string
     changed = [dict(e) for e in events]
-    changed[0]["ts"] = float(changed[0]["ts"])
+    changed[0]["ts"] = changed[0]["ts"] + 0.5
     changed[-1] = {**changed[-1], "args": {**changed[-1]["args"], "stream": 3}}
     odd.write_text(json.dumps(changed))
     assert profile_mod._scan_typed(odd.read_bytes()) is None

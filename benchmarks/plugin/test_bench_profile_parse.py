@@ -14,13 +14,15 @@ Side by side in one run, for each file:
   every parser starts with it; with the GC running it takes ~3x as long);
 - ``read_profile(path).by_op()`` (the per-op table the plugin and users look at), the
   profile dropped again inside the timing (as ``raw`` frees what it parsed);
-- ``read_profile(path).nodes`` too (all columns: shapes, sizes, memory), for reference, and
-  ``read_profile`` + ``by_op`` without msgspec (the generic orjson parse);
+- ``read_profile(path)`` + ``.nodes`` (all columns: shapes, sizes, memory: the per-node
+  frame) + ``by_op()``, and ``read_profile`` + ``by_op`` without msgspec (the generic
+  orjson parse), for reference;
 - onnx-array-api's ``ort_profile(..., agg=True)`` post-processing (row-wise pandas), timed
   once on a copy of the same file (it deletes the file it reads).
 
 Targets (printed, never asserted, so a loaded machine cannot fail the test): ``read_profile``
-+ ``by_op`` within 1.5x of ``raw``, and at least 15x faster than onnx-array-api. Asserted:
++ ``by_op``, and ``read_profile`` + ``.nodes`` + ``by_op``, each within 1.5x of ``raw`` and
+at least 15x faster than onnx-array-api. Asserted:
 the three agree on the total time per (op type, provider). Run alone on a quiet machine::
 
     pytest -p no:cacheprovider --ortperf -s benchmarks/plugin/test_bench_profile_parse.py
@@ -233,10 +235,13 @@ def test_profile_parse_side_by_side(
         "onnx_array_api_s": round(t_theirs, 3),
         "ours_over_raw": round(t_ours / t_raw, 2),
         "onnx_array_api_over_ours": round(t_theirs / t_ours, 1),
+        "all_columns_over_raw": round(t_all / t_raw, 2),
+        "onnx_array_api_over_all_columns": round(t_theirs / t_all, 1),
     }
     for key, value in figures.items():
         record_property(key, value)
     print(
         f"\nprofile parse [{kind}]: {json.dumps(figures)} "
-        f"(targets: ours_over_raw <= {TARGET_RAW:g}, onnx_array_api_over_ours >= {TARGET_OAA:g})"
+        f"(targets: ours_over_raw and all_columns_over_raw <= {TARGET_RAW:g}, "
+        f"onnx_array_api_over_ours and onnx_array_api_over_all_columns >= {TARGET_OAA:g})"
     )

@@ -39,6 +39,8 @@ except ImportError:  # pragma: no cover - exercised when orjson is absent
     _orjson = None
 
 _msgspec: Any
+_RAW: type  # msgspec.Raw: the shapes as raw JSON from the schema decode
+_decode_raw: Callable[[Any], Any]
 try:  # optional, the ``fast`` extra: decodes only the fields the core columns need
     import msgspec as _msgspec
 except ImportError:  # pragma: no cover - exercised when msgspec is absent
@@ -223,18 +225,23 @@ def _numeric(values: list[Any]) -> pd.Series | np.ndarray:
         return pd.to_numeric(pd.Series(values, dtype=object), errors="coerce")
 
 
-def _format_column(values: list[Any], names: Sequence[Hashable]) -> list[str]:
-    """``format_type_shapes`` of each value, cached per node: a node's shapes repeat across
-    runs (and comparing them with the cached ones is cheaper than formatting)."""
-    cache: dict[Hashable, tuple[Any, str]] = {}
-    get = cache.get
-    out: list[str] = []
-    append = out.append
-    for name, value in zip(names, values, strict=True):
-        hit = get(name)
-        if hit is None or hit[0] != value:
-            hit = cache[name] = (value, format_type_shapes(value))
-        append(hit[1])
+def _format_column(values: Sequence[Any], names: Sequence[Hashable]) -> list[str]:
+    """``format_type_shapes`` of each value, formatted once per node: a node's shapes
+    repeat across runs (comparing them with its first ones is cheaper than formatting)."""
+    n = len(values)
+    first = dict(zip(reversed(names), range(n - 1, -1, -1), strict=True))  # node -> row
+    ref = {name: values[row] for name, row in first.items()}
+    text = {name: _format_shapes(value) for name, value in ref.items()}
+    out = list(map(text.__getitem__, names))
+    differs = list(map(operator.ne, values, map(ref.__getitem__, names)))
+    if True in differs:  # dynamic shapes: format the rows that differ, once per change
+        cache: dict[Hashable, tuple[Any, str]] = {}
+        for row in itertools.compress(range(n), differs):
+            name, value = names[row], values[row]
+            hit = cache.get(name)
+            if hit is None or hit[0] != value:
+                hit = cache[name] = (value, _format_shapes(value))
+            out[row] = hit[1]
     return out
 
 
@@ -329,10 +336,10 @@ class Profile:
     ``self_us`` over all rows equal the kernel time of the top-level (``depth == 0``) nodes.
     Times are microseconds; ``ts_us`` is relative to the start of profiling.
 
-    Only what the aggregates need (op type, provider, times, nesting) is parsed with the
-    file; the other columns of ``nodes`` (shapes, sizes, thread and memory figures) are
-    parsed on its first use, so ``read_profile(path).by_op()`` costs little more than
-    the JSON parse itself.
+    The file is parsed once. The columns the aggregates need (op type, provider, times,
+    nesting) are built with it; the others of ``nodes`` (shapes, sizes, thread and memory
+    figures) on its first use, from what that one parse kept (with msgspec; without it, or
+    for a file its schema does not fit, from a second parse of the file's bytes).
     """
 
     def __init__(
@@ -508,7 +515,7 @@ class _Scan(NamedTuple):
     args of _KERNEL_ARGS)``: both repeat run after run, so columns are built per distinct
     key and spread with numpy."""
 
-    node_ev: list[Event]
+    node_ev: list[Any]  # the node events; their args structs when decoded with the schema
     ts: list[int]
     dur: list[int]
     tid: list[int]
@@ -589,8 +596,10 @@ def _scan_tolerant(events: list[Event]) -> _Scan:
 
 if _msgspec is not None:
 
-    class _TypedArgs(_msgspec.Struct, gc=False):  # type: ignore[misc,call-arg]
-        """The args the core columns and kernels use; any other is skipped unparsed."""
+    class _TypedArgs(_msgspec.Struct, gc=False, forbid_unknown_fields=True):  # type: ignore[misc,call-arg]
+        """The args of nodes and kernels, decoded in the one pass over the file; shapes are
+        kept as raw JSON (formatted once per node, not built run after run). A key not
+        listed here (a newer ORT's, say) sends the file to the generic parse."""
 
         op_name: str = ""
         provider: str = ""
@@ -602,6 +611,22 @@ if _msgspec is not None:
         block_x: str | None = None
         block_y: str | None = None
         block_z: str | None = None
+        input_type_shape: _msgspec.Raw = _msgspec.Raw(b"")
+        output_type_shape: _msgspec.Raw = _msgspec.Raw(b"")
+        thread_scheduling_stats: Any = None
+        node_index: int | None = None
+        graph_index: int | None = None
+        exec_plan_index: int | None = None
+        activation_size: int | None = None
+        parameter_size: int | None = None
+        output_size: int | None = None
+        mem_arena_held: int | None = None
+        mem_arena_held_delta: int | None = None
+        mem_bytes_in_use: int | None = None
+        mem_bytes_requested_in_use: int | None = None
+        mem_in_use_delta: int | None = None
+        mem_in_use_peak: int | None = None
+        mem_requested_in_use_delta: int | None = None
 
     class _TypedEvent(_msgspec.Struct, gc=False):  # type: ignore[misc,call-arg]
         cat: str
@@ -611,13 +636,20 @@ if _msgspec is not None:
         tid: int = 0
         args: _TypedArgs | None = None
 
-    _DECODER = _msgspec.json.Decoder(list[_TypedEvent])
+    # strict=False: the numbers ORT writes as strings ("1048580") are decoded as ints
+    _DECODER = _msgspec.json.Decoder(list[_TypedEvent], strict=False)
+    _RAW = _msgspec.Raw
+    _decode_raw = _msgspec.json.decode
+else:  # pragma: no cover - exercised when msgspec is absent
+    _RAW = type("_NoRaw", (), {})  # nothing is of this type
+    _decode_raw = _loads
 
 
 def _scan_typed(raw: bytes) -> _Scan | None:
-    """:func:`_scan` of a file's bytes decoded with a schema of the fields it needs (about
-    a quarter of orjson's time: the shapes and memory args are skipped, not built); None
-    without msgspec or for a file that does not fit (then the generic parse decides)."""
+    """:func:`_scan` of a file's bytes decoded with a schema of the fields the node frame
+    needs (below orjson's time: shapes stay raw JSON, numbers become ints, no dict is
+    built); ``node_ev`` holds the args structs. None without msgspec or for a file that
+    does not fit (then the generic parse decides)."""
     if _msgspec is None:
         return None
     try:
@@ -627,6 +659,7 @@ def _scan_typed(raw: bytes) -> _Scan | None:
     s = _Scan([], [], [], [], [], [], [], [], [])
     ts, dur, tid, key, run = s.ts.append, s.dur.append, s.tid.append, s.keys.append, s.runs.append
     kts, kdur, kkey = s.kernel_ts.append, s.kernel_dur.append, s.kernel_keys.append
+    node = s.node_ev.append  # the args structs here, not events
     empty = _TypedArgs()
     for e in events:
         cat = e.cat
@@ -635,6 +668,7 @@ def _scan_typed(raw: bytes) -> _Scan | None:
             if name.endswith(_FENCES):
                 continue
             args = e.args or empty
+            node(args)
             ts(e.ts)
             dur(e.dur)
             tid(e.tid)
@@ -716,21 +750,25 @@ def _read_profile(source: ProfileSource, keep_events: bool | None) -> Profile:
         inside = (pos >= 0) & (times <= (run_start + run_dur)[np.maximum(pos, 0)])
         return np.where(inside, pos, -1)
 
-    # The detail columns are parsed on demand from the events: from the file's bytes, not
-    # from parsed objects kept alive (a million of them would slow every GC pass after).
-    # A list of events (or events kept anyway) stays alive; a file's bytes are kept instead
-    # of its events (the file may be gone by then: profile_session removes it).
+    # The detail columns are built on demand. Decoded with the schema, from the args structs
+    # of that one pass (untracked by the GC, so keeping them costs no GC pass after). Parsed
+    # generically, from the events of a list (or events kept anyway); a file's dicts are
+    # not kept alive (a million of them would slow every GC pass after) but its bytes
+    # are, and parsed again (the file may be gone by then: profile_session removes it).
+    typed = events is None
     listed = scan.node_ev if raw is None or keep_events else None
-    kept = None if listed is not None else raw
+    kept = None if typed else raw
 
-    def reload() -> list[Event]:
+    def columns() -> _Columns:
+        if typed:
+            return _typed_columns(scan.node_ev)
         if listed is not None:
-            return listed
+            return _dict_columns(listed)
         assert kept is not None
         with _gc_paused():
-            return _scan(_events_of(_loads(kept), label)).node_ev
+            return _dict_columns(_scan(_events_of(_loads(kept), label)).node_ev)
 
-    nodes, details = _node_frame(scan.keys, ts, dur, tid, assign(ts), reload)
+    nodes, details = _node_frame(scan.keys, ts, dur, tid, assign(ts), columns)
     if not len(run_start) and len(nodes):
         # No model_run events (a truncated trace): all nodes form one run without wall time.
         first, last = int(ts.min()), int((ts + dur).max())
@@ -786,10 +824,10 @@ def _node_frame(
     dur: np.ndarray,
     tid: np.ndarray,
     run: np.ndarray,
-    reload: Callable[[], list[Event]],
+    columns: Callable[[], _Columns],
 ) -> tuple[pd.DataFrame, Details | None]:
-    """The core columns of the node frame, and the parser of the others: it takes the node
-    events again from ``reload()`` (in the order of ``keys``) when called."""
+    """The core columns of the node frame, and the builder of the others from the detail
+    args ``columns()`` gives (in the order of ``keys``) when called."""
     distinct, codes = _codes(keys)
     picks = None  # positions in the scan of the rows, when not all of them in order
     keep = run >= 0  # node events outside every model_run window (none in practice)
@@ -828,31 +866,75 @@ def _node_frame(
     )
 
     def details() -> dict[str, Any]:
-        events = reload()
+        cols = columns()
         if picks is not None:
-            events = [events[i] for i in picks]
-        return _node_details(_args(events), codes.tolist())
+            rows = picks.tolist()
+            cols = _Columns({k: [v[i] for i in rows] for k, v in cols.values.items()}, cols.mem)
+        return _node_details(cols, codes.tolist())
 
     return frame, details
 
 
-def _node_details(args: list[Mapping[str, Any]], codes: list[int]) -> dict[str, Any]:
-    """The node columns besides the core ones: shapes, sizes, thread and memory figures."""
+_SHAPE_ARGS = ("input_type_shape", "output_type_shape")
+_DETAIL_ARGS = (*_SHAPE_ARGS, "thread_scheduling_stats", *_INDEX_ARGS, *_NUMERIC_ARGS)
+# The mem_* keys ORT 1.32 writes (those of the schema decode)
+_TYPED_MEM = (
+    "mem_arena_held",
+    "mem_arena_held_delta",
+    "mem_bytes_in_use",
+    "mem_bytes_requested_in_use",
+    "mem_in_use_delta",
+    "mem_in_use_peak",
+    "mem_requested_in_use_delta",
+)
+
+
+class _Columns(NamedTuple):
+    """Detail args per key (:data:`_DETAIL_ARGS` and ``mem``), one value per node event;
+    shapes as parsed JSON, or as ``msgspec.Raw`` from the schema decode."""
+
+    values: dict[str, list[Any]]
+    mem: list[str]  # the mem_* keys present, sorted
+
+
+def _dict_columns(events: list[Event]) -> _Columns:
+    args = _args(events)
     present = set(itertools.chain.from_iterable(args))
     mem_keys = sorted(k for k in present if k.startswith("mem_"))
-    keys = [
-        "input_type_shape",
-        "output_type_shape",
-        "thread_scheduling_stats",
-        *_INDEX_ARGS,
-        *_NUMERIC_ARGS,
-        *mem_keys,
-    ]
+    keys = [*_DETAIL_ARGS, *mem_keys]
     wanted = [k for k in keys if k in present]
     cols = dict(zip(wanted, _arg_columns(args, wanted), strict=True))
     none = [None] * len(args)
     for key in keys:
         cols.setdefault(key, none)
+    return _Columns(cols, mem_keys)
+
+
+def _typed_columns(args: list[Any]) -> _Columns:
+    keys = (*_DETAIL_ARGS, *_TYPED_MEM)
+    if args:
+        rows = map(operator.attrgetter(*keys), args)
+        cols = dict(zip(keys, map(list, zip(*rows, strict=True)), strict=True))
+    else:
+        cols = {k: [] for k in keys}
+    mem = [k for k in _TYPED_MEM if cols[k].count(None) < len(args)]
+    for key in _TYPED_MEM:
+        if key not in mem:
+            del cols[key]
+    return _Columns(cols, mem)
+
+
+def _format_shapes(value: Any) -> str:
+    """:func:`format_type_shapes` of a parsed value or of raw JSON (``msgspec.Raw``)."""
+    if isinstance(value, _RAW):
+        raw: Any = value
+        return format_type_shapes(_decode_raw(raw)) if len(raw) else ""
+    return format_type_shapes(value)
+
+
+def _node_details(columns: _Columns, codes: list[int]) -> dict[str, Any]:
+    """The node columns besides the core ones: shapes, sizes, thread and memory figures."""
+    cols, mem_keys = columns
     index_values: list[Any] = cols[_INDEX_ARGS[0]]
     for key in _INDEX_ARGS[1:]:  # node_index, else the older names
         if None in index_values:
