@@ -63,6 +63,14 @@ MASKED = [
     ),
     ("{'user': 'u', 'password': 'hunter22'}", "{'user': 'u', 'password': ***}"),
     ("Driver={X};Server=h;Uid=u;Pwd=hunter22;", "Driver={X};Server=h;Uid=u;Pwd=***;"),
+    (  # an unencoded '@' in the password: masked up to the URL's last '@' (issue 24)
+        "postgresql+psycopg://ci:Pass@Wd7SecretTail99@127.0.0.1:5432/perf",
+        "postgresql+psycopg://ci:***@127.0.0.1:5432/perf",
+    ),
+    (
+        "store 'postgresql://ci:Tr0ub4dor@3x:9Hz5QmPw2K@db.example:5432/p' is down: x@y",
+        "store 'postgresql://ci:***@db.example:5432/p' is down: x@y",
+    ),
 ]
 
 UNCHANGED = [
@@ -103,6 +111,62 @@ def test_redact_url_masks_the_known_secrets_of_a_store_anywhere() -> None:
     assert redact_url("pw: postgresql://u:pw@h/db", "postgresql://u:pw@h/db") == (
         "pw: postgresql://u:***@h/db"
     )
+
+
+AMBIGUOUS = [
+    "postgresql+psycopg://ci:Pass@Wd7SecretTail99@127.0.0.1:{port}/perf",
+    "postgresql+psycopg://ci:Tr0ub4dor@3x:9Hz5QmPw2K@127.0.0.1:{port}/perf",
+]
+"""Store URLs whose password holds an unencoded '@' (issue 24, item 3)."""
+TAILS = ("Wd7SecretTail99", "9Hz5QmPw2K", "Tr0ub4dor", "Pass@")
+
+
+def _no_tail(where: str, text: str) -> None:
+    for tail in TAILS:
+        assert tail not in text, f"{tail!r} shown in {where}"
+
+
+@pytest.mark.parametrize("url", AMBIGUOUS)
+def test_an_ambiguous_store_url_is_refused_saying_to_percent_encode(url: str) -> None:
+    url = url.format(port=free_port())
+    assert store.store_label(url).startswith("postgresql+psycopg://ci:***@")
+    _no_tail("the label", store.store_label(url))
+    with pytest.raises(StoreError) as caught:
+        store.list_runs(url)
+    message = str(caught.value)
+    assert "unencoded '@'" in message and "percent-encode it as %40" in message
+    _no_tail("the error", message)
+    _no_tail("the error's cause", repr(caught.value.__cause__))
+
+
+@pytest.mark.parametrize("url", AMBIGUOUS)
+def test_an_ambiguous_store_url_never_loses_the_run_nor_shows_the_password(
+    url: str,
+    pytester: pytest.Pytester,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.delenv(store.STORE_ENV, raising=False)
+    url = url.format(port=free_port())
+    result, files = _measured_run(pytester, monkeypatch, f"--ortperf-store={url}")
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(["ortperf: results NOT stored: *percent-encode*; spooled to *"])
+    (spooled,) = (pytester.path / ".ortperf" / "spool").iterdir()  # the run is not lost
+    files["spool file"] = spooled.read_text()
+    data = json.loads(files["spool file"])
+    assert data["store"].startswith("postgresql+psycopg://ci:***@127.0.0.1:")
+    assert "--ortperf-store=postgresql+psycopg://ci:***@127.0.0.1:" in data["command_line"]
+    for where, text in files.items():
+        _no_tail(where, text)
+    capsys.readouterr()
+    monkeypatch.setenv(store.STORE_ENV, url)  # `ortperf sync`'s "using store" line too
+    monkeypatch.chdir(pytester.path)
+    assert ortperf_cli(["sync"]) == 2
+    captured = capsys.readouterr()
+    assert "using store postgresql+psycopg://ci:***@127.0.0.1:" in captured.err
+    assert "percent-encode" in captured.err
+    _no_tail("ortperf sync", captured.out + captured.err)
+    assert spooled.exists()  # kept for a sync with the URL percent-encoded
 
 
 def test_store_label_hides_query_passwords() -> None:
