@@ -6,8 +6,9 @@ so its ini keys are the ones the examples run under) and run there in a subproce
 installed plugin: the ``test_*.py`` files with plain ``pytest`` (smoke) and with
 ``pytest --ortperf``, the other ``.py`` files as scripts after a ``--ortperf`` run has filled
 the store. A FILE may be marked in several documents only with the same code (the README's
-example repeated in the docs). The ``ortperf profile`` commands of the docs are run too, the
-README's links are checked, and the site builds with ``mkdocs build --strict``.
+example repeated in the docs). The ``ortperf`` command lines of the docs run too (the store
+commands on a store of two runs, the ``profile`` ones on a saved model), the README's links
+are checked, and the site builds with ``mkdocs build --strict``.
 """
 
 from __future__ import annotations
@@ -230,6 +231,44 @@ def test_scripts_read_the_store(project: Path) -> None:
         assert out.returncode == 0, _explain(out)
         # the comparison named "attention" of test_attention_fusion was stored and read back
         assert re.search(r"test_attention_fusion\s+attention\s+compare", out.stdout), _explain(out)
+
+
+STORE_COMMANDS_SKIPPED = ("profile", "ab")
+"""``ortperf`` commands of the docs not run against the store: ``profile`` lines are run by
+test_profile_commands_run, ``ab`` needs two onnxruntime installs (the ``ort_env`` example
+runs the same workers)."""
+
+
+def _store_commands() -> list[list[str]]:
+    """Every ``$ ortperf ...`` line of the docs that reads or writes the local store, as
+    arguments; lines naming an example machine class (``--machine``) are another fleet's."""
+    commands = []
+    for doc in documents():
+        for line in doc.read_text(encoding="utf-8").splitlines():
+            if not line.startswith("$ ortperf "):
+                continue
+            args = shlex.split(line[2:], comments=True)
+            if args[1] in STORE_COMMANDS_SKIPPED or "--machine" in args:
+                continue
+            commands.append(args)
+    return commands
+
+
+def test_store_commands_run(project: Path) -> None:
+    """The docs' ``ortperf`` commands run on a store of two ``--ortperf`` runs: exit 0, or 1
+    for a ``compare`` that found a regression (timings of this machine decide that)."""
+    commands = _store_commands()
+    assert {args[1] for args in commands} >= {"runs", "history", "compare", "export", "report"}
+    for _ in range(2):
+        proc = _pytest(project, "-q", "--ortperf", "--ortperf-budget=0.2", "test_attention.py")
+        assert proc.returncode == 0, _explain(proc)
+    bindir = Path(sys.executable).parent
+    for args in commands:
+        proc = _run([str(bindir / args[0]), *args[1:]], project)
+        allowed = (0, 1) if args[1] == "compare" else (0,)
+        assert proc.returncode in allowed, f"{shlex.join(args)}: {_explain(proc)}"
+    assert (project / "results.csv").is_file()
+    assert (project / "report.html").is_file()
 
 
 def test_profile_commands_run(tmp_path: Path) -> None:
