@@ -20,6 +20,7 @@ from pytest_ortperf.gating.history import (
     MIN_SPREAD,
     NOT_GATED,
     judge_against_runs,
+    outlier_runs,
 )
 from pytest_ortperf.results import LatencyResult, Outcome, Verdict
 from pytest_ortperf.stats import regularized_beta, t_cdf, t_quantile, t_sf
@@ -116,6 +117,50 @@ def test_false_alarm_rate_within_alpha() -> None:
     assert rate >= alpha - error  # the floor on the spread does not make it blind either
 
 
+@pytest.mark.parametrize("outlier", [-0.3, -0.15, 0.3, 1.0])
+def test_one_outlier_run_in_the_history(outlier: float) -> None:
+    # Issue 22: one outlier run among the earlier ones. Seeded: 10 earlier runs at a 2%
+    # spread, one of them off by ``outlier``; the current run unchanged. Target: at most 1%
+    # false alarms, and the outlier set aside rather than blinding the gate.
+    rng = np.random.default_rng([22, int(outlier * 100) + 100])
+    draws = 1500
+    regressed = set_aside = 0
+    for _ in range(draws):
+        values = _earlier(rng, 11, sd=0.02)
+        values[int(rng.integers(0, 10))] *= 1.0 + outlier
+        verdict = judge_against_runs(values[-1], values[:-1], threshold=0.05, alpha=0.01)
+        regressed += verdict.outcome is Outcome.REGRESSED
+        set_aside += "set aside as outliers" in verdict.message
+        assert verdict.outcome is not Outcome.OK or verdict.high <= 0.10
+    assert regressed / draws <= 0.01
+    assert set_aside / draws >= (0.95 if abs(outlier) >= 0.3 else 0.5)
+
+
+def test_outliers_set_aside_and_said_so() -> None:
+    earlier = [1.00, 1.01, 0.99, 1.02, 0.98, 1.00, 1.01, 0.99, 1.00, 1.60]
+    verdict = judge_against_runs(1.01 * MS, [e * MS for e in earlier], threshold=0.05, alpha=0.01)
+    assert verdict.outcome is Outcome.OK
+    assert verdict.n == 9
+    assert "1 run median set aside as outliers (+60" in verdict.message
+    assert outlier_runs([0.0, 0.01, -0.01, 0.02, 0.5]) == [4]
+    assert outlier_runs([0.0, 0.01, -0.01, 0.5]) == []  # fewer than MIN_RUNS: none
+    clean = np.random.default_rng(3).normal(0.0, 0.03, (2000, 10))
+    assert sum(bool(outlier_runs(list(row))) for row in clean) <= 6  # about 0.1% of them
+
+
+def test_an_interval_far_past_the_threshold_is_never_ok() -> None:
+    # Issue 22: a verdict read ok with an interval of [-9.2%, +21.4%]. Within the
+    # threshold, but an interval reaching past twice it is inconclusive.
+    earlier = [1.00, 1.12, 0.90, 1.08, 0.93, 1.05]
+    verdict = judge_against_runs(1.02 * MS, [e * MS for e in earlier], threshold=0.05, alpha=0.01)
+    assert verdict.high > 0.10
+    assert verdict.outcome is Outcome.INCONCLUSIVE
+    assert "interval reaches past twice the threshold" in verdict.message
+    quiet = judge_against_runs(1.02 * MS, [1.0 * MS, 1.01 * MS, 0.99 * MS] * 2, threshold=0.05,
+                               alpha=0.01)  # fmt: skip
+    assert quiet.outcome is Outcome.OK and quiet.high <= 0.10
+
+
 def test_twenty_percent_slower_is_regressed() -> None:
     rng = np.random.default_rng(7)
     regressed = 0
@@ -204,8 +249,12 @@ def test_identical_history_uses_the_spread_floor() -> None:
     assert judge_against_runs(1.05 * MS, earlier, threshold=0.01, alpha=0.01).outcome is (
         Outcome.REGRESSED
     )
-    same = judge_against_runs(MS, earlier, threshold=0.0, alpha=0.01)
+    same = judge_against_runs(MS, earlier, threshold=0.05, alpha=0.01)
     assert same.outcome is Outcome.OK and same.change == 0.0 and same.p_value == 0.5
+    # At threshold 0 every interval reaching above 0 reaches past twice the threshold.
+    assert judge_against_runs(MS, earlier, threshold=0.0, alpha=0.01).outcome is (
+        Outcome.INCONCLUSIVE
+    )
 
 
 @pytest.mark.parametrize(

@@ -13,10 +13,17 @@ Student's t with ``k - 1`` degrees of freedom: a one-sided prediction-interval t
 estimated change is ``exp(x - m) - 1``; its interval is the ``1 - 2 * alpha`` prediction
 interval, so "lower bound > 0" matches "p < alpha" as in :mod:`~pytest_ortperf.gating.rules`.
 
+Outlier runs: an earlier run whose median the others predict with a two-sided p-value
+under :data:`OUTLIER_P` / ``k`` (a deleted-residual test, :func:`outlier_runs`) is set aside
+(at most a quarter of them, from :data:`MIN_RUNS` runs on), and said so: one run on a busy
+runner would otherwise widen every later verdict's interval until it gates nothing.
+
 Outcomes, for a relative ``threshold`` and a one-sided ``alpha``: regressed when the change
 exceeds the threshold and ``p < alpha``; improved symmetrically (below ``-log1p(threshold)``
 on log scale, as in :mod:`~pytest_ortperf.gating.rules`); inconclusive when beyond the
-threshold but not significant; ok otherwise. With fewer than :data:`MIN_RUNS` earlier runs
+threshold but not significant, or when within it but the interval reaches past twice the
+threshold (too noisy to tell: never ``ok``, as in :mod:`~pytest_ortperf.gating.rules`); ok
+otherwise. With fewer than :data:`MIN_RUNS` earlier runs
 the figure is reported, not gated (:data:`NOT_GATED`).
 
 Everything here is pure: no I/O, no clock (Student's t comes from
@@ -51,6 +58,10 @@ which is not what is missing here: more runs are), and every report shows it as 
 reported-but-not-gated figure (``recorded`` means "no gate looked at it", and the terminal
 summary drops it from the gated table)."""
 
+OUTLIER_P = 0.001
+"""Chance that an earlier run is set aside as an outlier when none is (Bonferroni over the
+runs): small, since each one set aside narrows the prediction interval."""
+
 METRIC = "latency"
 
 
@@ -72,6 +83,31 @@ def _check(
     if not all(math.isfinite(v) and v > 0 for v in values):
         raise ValueError("earlier run medians must be finite and positive")
     return values
+
+
+def outlier_runs(logs: Sequence[float]) -> list[int]:
+    """Indexes of the log values far from the others (see the module's docstring), the
+    farthest first: one at a time, the value whose distance from the mean of the others,
+    in their standard deviation (at least :data:`MIN_SPREAD`) as a prediction, has a
+    two-sided Student's t p-value under :data:`OUTLIER_P` divided by the number of values;
+    at most a quarter of them, none below :data:`MIN_RUNS` values."""
+    kept = list(range(len(logs)))
+    far: list[int] = []
+    while len(kept) >= MIN_RUNS and len(far) < (len(logs) - 1) // 4:
+        worst, worst_p = -1, 1.0
+        for i in kept:
+            others = [logs[j] for j in kept if j != i]
+            m = math.fsum(others) / len(others)
+            sd = math.sqrt(math.fsum((y - m) ** 2 for y in others) / (len(others) - 1))
+            scale = max(sd, math.log1p(MIN_SPREAD)) * math.sqrt(1.0 + 1.0 / len(others))
+            p = 2.0 * t_sf(abs(logs[i] - m) / scale, len(others) - 1)
+            if p < worst_p:
+                worst, worst_p = i, p
+        if worst_p >= OUTLIER_P / len(kept):
+            break
+        far.append(worst)
+        kept.remove(worst)
+    return far
 
 
 def _runs(k: int) -> str:
@@ -118,7 +154,12 @@ def judge_against_runs(
         return Verdict(METRIC, NOT_GATED, baseline, current, change, change, change, threshold,
                        alpha, None, k, message)  # fmt: skip
 
+    far = outlier_runs(logs)
+    aside = [logs[i] for i in far]
+    logs = [y for i, y in enumerate(logs) if i not in far]
+    k = len(logs)
     m = math.fsum(logs) / k
+    outliers = [math.expm1(y - m) for y in aside]
     s = math.sqrt(math.fsum((y - m) ** 2 for y in logs) / (k - 1))
     floor = math.log1p(MIN_SPREAD)
     floored = s < floor
@@ -141,6 +182,9 @@ def judge_against_runs(
             outcome = Outcome.IMPROVED
         else:
             outcome, why = Outcome.INCONCLUSIVE, "faster but not significant"
+    elif d + q * scale > math.log1p(2 * threshold):
+        outcome = Outcome.INCONCLUSIVE
+        why = "interval reaches past twice the threshold: too noisy to tell"
     else:
         outcome = Outcome.OK
     baseline = math.exp(m)
@@ -148,6 +192,9 @@ def judge_against_runs(
     low, high = math.expm1(d - q * scale), math.expm1(d + q * scale)
     p = p_greater if d >= 0 else p_less
     notes = [why] if why else []
+    if outliers:
+        shown = ", ".join(format_change(x) for x in outliers)
+        notes.append(f"{_runs(len(outliers))} set aside as outliers ({shown} from the others)")
     if floored:
         notes.append(f"spread of earlier runs {math.expm1(s) * 100:.2g}% taken as {MIN_SPREAD:.1%}")
     message = (
