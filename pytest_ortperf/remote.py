@@ -572,6 +572,7 @@ def interleave(
     pin: bool = True,
     clock: Any = time.perf_counter_ns,
     group: int = 0,
+    same_k: bool = False,
 ) -> list[Samples]:
     """Paired samples of remote sessions (their feeds bound), measured in ABBA rounds.
 
@@ -587,7 +588,10 @@ def interleave(
     ``group`` (a divisor of the number of sessions; 0: all of them) splits the sessions into
     consecutive groups measured independently within the same rounds (the worker-process
     pairs of an A/B, :func:`measure_pairs`): a preempted block leaves out its group's
-    blocks of that round only. ``should_stop`` is asked only without groups."""
+    blocks of that round only. ``should_stop`` is asked only without groups. With
+    ``same_k``, the members of each group (all sessions, without groups) time the same
+    number of calls per block, the largest any of them calibrated (the arms of an A/B of
+    one model)."""
     arms = len(sessions)
     size = group or arms
     if size < 1 or arms % size:
@@ -598,6 +602,16 @@ def interleave(
     start_all = clock()
     calibrated = [s.warm_up(config) for s in sessions]
     ks = [k for k, _ in calibrated]
+    if same_k:
+        # One k for the members of a group: each block pays a fixed cost after the worker
+        # wakes (caches a neighbour emptied), and a worker whose calibration was disturbed
+        # takes a smaller k, so its blocks read slower per call: under two neighbours, pairs
+        # with k 39 against 170 read B/A 0.83, with one k 1.00. The largest k is the one
+        # calibrated least disturbed.
+        for members in groups:
+            common = max(ks[i] for i in members)
+            for i in members:
+                ks[i] = common
     deadline = start_all + round(config.cap_s(arms) / NS)
     values: list[list[float]] = [[] for _ in sessions]
     all_values: list[list[float]] = [[] for _ in sessions]
@@ -658,12 +672,15 @@ def measure_pairs(
     """Each worker-process pair's samples (reference, candidate), all pairs measured in
     the same ABBA rounds (``A1 B1 A2 B2 ...``, then reversed), so that whatever the machine
     does in a stretch of time reaches every pair alike; a preempted block leaves out its
-    own pair's round only (:func:`interleave` with groups of two)."""
+    own pair's round only, and the two workers of a pair time the same number of calls
+    per block (:func:`interleave` with groups of two)."""
     from pytest_ortperf.ort_session import watches_cpu
 
     sessions = [s for pair in pairs for s in pair]
     with shared_feeds(sessions, feeds, api):
-        samples = interleave(sessions, config, watch_cpu=watches_cpu(*sessions), group=2)
+        samples = interleave(
+            sessions, config, watch_cpu=watches_cpu(*sessions), group=2, same_k=True
+        )
     return [(samples[2 * j], samples[2 * j + 1]) for j in range(len(pairs))]
 
 
@@ -735,8 +752,9 @@ class Arms:
                 ref, cand = smoke(sessions)
             else:
                 ref, cand = interleave(
-                    sessions, config, should_stop=stop, watch_cpu=watches_cpu(*sessions)
-                )
+                    sessions, config, should_stop=stop, watch_cpu=watches_cpu(*sessions),
+                    same_k=True,
+                )  # fmt: skip
         return ref, cand
 
 

@@ -119,7 +119,8 @@ class _Scripted:
     """A stand-in for a remote session (``warm_up``, ``block``): fixed block times, and
     a thread CPU time that marks the blocks listed in ``preempted`` (by call index)."""
 
-    def __init__(self, seconds: float, preempted: set[int]) -> None:
+    def __init__(self, seconds: float, preempted: set[int], k: int = 1) -> None:
+        self.k = k
         self.seconds = seconds
         self.preempted = preempted
         self.calls = 0
@@ -127,7 +128,7 @@ class _Scripted:
         self.pid = 0
 
     def warm_up(self, config: EngineConfig) -> tuple[int, bool]:
-        return 1, True
+        return self.k, True
 
     def block(self, k: int) -> tuple[int, int]:
         self.calls += 1
@@ -154,3 +155,24 @@ def test_a_preempted_block_leaves_out_its_own_pair_only() -> None:
     assert all(isinstance(s, Samples) for s in samples)
     with pytest.raises(ValueError, match="not a divisor"):
         interleave(sessions, config, pin=False, group=3)  # type: ignore[arg-type]
+
+
+def test_the_workers_of_a_pair_time_the_same_calls_per_block() -> None:
+    """A worker whose calibration a neighbour disturbed takes a smaller k, and each block
+    pays a fixed cost after the worker wakes: under two neighbours, pairs with k 39 against
+    170 read B/A 0.83. The two workers of a pair time the larger k, pairs keep their own."""
+    sessions = [_Scripted(1e-3, set(), k) for k in (39, 170, 80, 60)]
+    ticks = iter(range(0, 10**12, 10**6))
+    config = EngineConfig(budget_s=0.01, warmup_s=0.0, min_blocks=3)
+    samples = interleave(
+        sessions,
+        config,
+        pin=False,
+        clock=lambda: next(ticks),
+        group=2,
+        same_k=True,  # type: ignore[arg-type]
+    )
+    assert [s.calls_per_block for s in samples] == [170, 170, 80, 80]
+    ticks = iter(range(0, 10**12, 10**6))
+    apart = interleave(sessions, config, pin=False, clock=lambda: next(ticks))  # type: ignore[arg-type]
+    assert [s.calls_per_block for s in apart] == [39, 170, 80, 60]
