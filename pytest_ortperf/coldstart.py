@@ -51,6 +51,8 @@ DEFAULT_TIMEOUT_S = 120.0
 DEFAULT_BUDGET_S = 60.0
 """Wall time after which no further round of launches is started (at least
 :data:`MIN_LAUNCHES` rounds run)."""
+MAX_LAUNCHES = 1000
+"""The most timed launches per model one cold start takes (each a fresh process)."""
 WARMUP_RUNS = 3
 """Runs at the first shape before the first run at the new shape."""
 STDERR_TAIL = 2000
@@ -277,6 +279,21 @@ def launch(spec_path: Path, label: str, timeout: float) -> Launch:
 
 
 Launcher = Callable[[Path, str, float], Launch]
+
+
+def check_launch_settings(
+    launches: object, timeout: object, budget: object
+) -> tuple[int | None, float | None, float | None]:
+    """A cold start's ``launches`` (1 to :data:`MAX_LAUNCHES`), ``timeout`` and ``budget``
+    (seconds above 0, at most :data:`~pytest_ortperf.measure.MAX_SECONDS`), each None for
+    its default; a ``ValueError`` naming the argument at fault."""
+    from pytest_ortperf.measure import check_count, check_seconds  # not in the child
+
+    return (
+        None if launches is None else check_count("launches", launches, 1, MAX_LAUNCHES),
+        None if timeout is None else check_seconds("timeout", timeout),
+        None if budget is None else check_seconds("budget", budget),
+    )
 
 
 def interleaved(

@@ -12,7 +12,13 @@
 Each ``input_N.pb`` is a serialized ``onnx.TensorProto`` (read with
 ``onnx.numpy_helper.to_array``); its ``name`` says which input it is, or, when empty, its
 index ``N`` in the model's inputs. Every set is checked like pinned ``values=``: names,
-dtypes and shapes against the model, with an error that names the file at fault.
+dtypes and shapes against the model, with an error that names the file at fault. An
+``.npy`` (or each array of an ``.npz``) is checked from its header *before* it is read:
+names, dtype and shape against the model's inputs, and at most
+:data:`~pytest_ortperf.feeds.MAX_FEED_BYTES` (2 GiB) per array, so a small file that
+declares a huge array (or a deflated ``.npz`` that inflates to one) allocates nothing.
+Pickled (object) arrays are refused; a damaged or truncated file is a
+:class:`~pytest_ortperf.feeds.FeedError` naming it.
 
 One set comes back as a plain ``dict``. Several come back as a :class:`FeedPool`: a
 ``dict`` of the first set (so anything that takes feeds takes it) that also holds every
@@ -26,15 +32,25 @@ are checked, and ``ort_binding``, ``profile`` and ``memory`` run, on the first s
 from __future__ import annotations
 
 import itertools
+import math
 import os
 import re
+import zipfile
+import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 
-from pytest_ortperf.feeds import FeedError, InputSpec, check_value
+from pytest_ortperf.feeds import (
+    MAX_FEED_BYTES,
+    FeedError,
+    InputSpec,
+    check_dtype,
+    check_shape,
+    check_value,
+)
 
 PathLike = str | os.PathLike[str]
 DATA_SET = re.compile(r"test_data_set_(\d+)$")
@@ -92,20 +108,27 @@ def _read_tensor(path: Path) -> tuple[str, np.ndarray[Any, Any]]:
     return tensor.name, array
 
 
-def _checked(
-    specs: Sequence[InputSpec], values: Mapping[str, tuple[Any, Path]], where: Path, model: str
-) -> dict[str, np.ndarray[Any, Any]]:
-    """Values (each with the file it came from) checked against the model's inputs."""
+def _check_names(
+    specs: Sequence[InputSpec], found: Mapping[str, Path], where: Path, model: str
+) -> None:
+    """The input names found (each with its file) are exactly the model's."""
     names = [s.name for s in specs]
-    missing = [n for n in names if n not in values]
-    extra = sorted(set(values) - set(names))
+    missing = [n for n in names if n not in found]
+    extra = sorted(set(found) - set(names))
     if extra:
-        files = ", ".join(f"{n!r} ({values[n][1]})" for n in extra)
+        files = ", ".join(f"{n!r} ({found[n]})" for n in extra)
         raise FeedError(
             f"{where}: names input(s) {files} that {model} does not have; its inputs are {names}"
         )
     if missing:
         raise FeedError(f"{where}: lacks input(s) {missing} of {model}; its inputs are {names}")
+
+
+def _checked(
+    specs: Sequence[InputSpec], values: Mapping[str, tuple[Any, Path]], where: Path, model: str
+) -> dict[str, np.ndarray[Any, Any]]:
+    """Values (each with the file it came from) checked against the model's inputs."""
+    _check_names(specs, {n: path for n, (_, path) in values.items()}, where, model)
     out = {}
     for spec in specs:
         value, path = values[spec.name]
@@ -145,21 +168,120 @@ def _one_input(specs: Sequence[InputSpec], path: Path, model: str) -> str:
     return specs[0].name
 
 
+DAMAGED = (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error)
+"""What reading a damaged or truncated .npy/.npz raises (OSError covers a missing file)."""
+
+
+def _header(stream: IO[bytes], what: str) -> tuple[tuple[int, ...], np.dtype[Any]]:
+    """The shape and dtype an .npy stream declares, read from its header alone; a
+    :class:`FeedError` naming ``what`` when it declares more than ``MAX_FEED_BYTES`` or
+    pickled objects."""
+    from numpy.lib import format as npy
+
+    try:
+        version = npy.read_magic(stream)
+        if version == (1, 0):
+            shape, _, dtype = npy.read_array_header_1_0(stream)
+        elif version == (2, 0):
+            shape, _, dtype = npy.read_array_header_2_0(stream)
+        else:
+            raise ValueError(f"unsupported .npy format version {version[0]}.{version[1]}")
+    except DAMAGED as exc:
+        raise FeedError(f"{what}: not a readable .npy array ({exc})") from None
+    if dtype.hasobject:
+        raise FeedError(f"{what}: holds pickled Python objects, which are not read")
+    nbytes = math.prod(shape) * dtype.itemsize
+    if nbytes > MAX_FEED_BYTES:
+        raise FeedError(
+            f"{what}: declares shape {list(shape)} of {dtype}, {nbytes / 2**30:,.1f} GiB, more "
+            f"than a recorded input may hold ({MAX_FEED_BYTES / 2**30:g} GiB); nothing was read"
+        )
+    return tuple(shape), dtype
+
+
+def _read(stream: IO[bytes], what: str) -> np.ndarray[Any, Any]:
+    """The array of an .npy stream whose header was checked."""
+    from numpy.lib import format as npy
+
+    try:
+        return npy.read_array(stream, allow_pickle=False)
+    except DAMAGED as exc:
+        raise FeedError(f"{what}: damaged or truncated .npy data ({exc})") from None
+
+
+def _fits(spec: InputSpec | None, header: tuple[tuple[int, ...], np.dtype[Any]], what: str) -> None:
+    if spec is None:
+        return
+    shape, dtype = header
+    try:
+        check_dtype(spec, dtype)
+        check_shape(spec, shape)
+    except FeedError as exc:
+        raise FeedError(f"{what}: {exc}") from None
+
+
+def _npy(path: Path, spec: InputSpec | None) -> np.ndarray[Any, Any]:
+    """One .npy file's array, its header checked against ``spec`` first."""
+    try:
+        with path.open("rb") as stream:
+            _fits(spec, _header(stream, str(path)), str(path))
+            stream.seek(0)
+            return _read(stream, str(path))
+    except OSError as exc:
+        raise FeedError(f"{path}: cannot read ({exc})") from None
+
+
+def _npz(path: Path, specs: Sequence[InputSpec] | None, model: str) -> dict[str, Any]:
+    """An .npz file's arrays by name: names, then every header checked against ``specs``
+    (when given) before any array is read."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            members = {
+                info.filename.removesuffix(".npy"): info
+                for info in archive.infolist()
+                if not info.is_dir()
+            }
+            by_name = {s.name: s for s in specs or ()}
+            if specs is not None:
+                _check_names(specs, dict.fromkeys(members, path), path, model)
+            for name, info in members.items():
+                with archive.open(info) as stream:
+                    _fits(by_name.get(name), _header(stream, f"{path} [{name}]"), str(path))
+            out = {}
+            for name, info in members.items():
+                with archive.open(info) as stream:
+                    out[name] = _read(stream, f"{path} [{name}]")
+            return out
+    except FeedError:
+        raise
+    except DAMAGED as exc:
+        raise FeedError(f"{path}: not a readable .npz file ({type(exc).__name__}: {exc})") from None
+
+
+def read_npz(path: PathLike) -> dict[str, np.ndarray[Any, Any]]:
+    """The arrays of an .npz file by name, for a model whose inputs are not at hand (``ortperf
+    ab --feeds``): every header checked against the 2 GiB bound before anything is read;
+    a :class:`FeedError` naming the file otherwise (an .npy holds no input names)."""
+    where = Path(os.fspath(path))
+    if not where.is_file():
+        raise FeedError(f"{where}: no such file" if not where.exists() else f"{where}: not a file")
+    if where.suffix.lower() != ".npz":
+        raise FeedError(
+            f"{where}: give an .npz file, one array per input name "
+            "(numpy.savez(path, name=array)); an .npy holds a single unnamed array"
+        )
+    return _npz(where, None, "the model")
+
+
 def _file(specs: Sequence[InputSpec], path: Path, model: str) -> dict[str, Any]:
     suffix = path.suffix.lower()
     if suffix == ".npz":
-        try:
-            with np.load(path, allow_pickle=False) as data:
-                values = {name: (data[name], path) for name in data.files}
-        except (OSError, ValueError) as exc:
-            raise FeedError(f"{path}: not a readable .npz file ({exc})") from None
+        values = {n: (a, path) for n, a in _npz(path, specs, model).items()}
         return _checked(specs, values, path, model)
     if suffix == ".npy":
-        try:
-            array = np.load(path, allow_pickle=False)
-        except (OSError, ValueError) as exc:
-            raise FeedError(f"{path}: not a readable .npy file ({exc})") from None
-        return _checked(specs, {_one_input(specs, path, model): (array, path)}, path, model)
+        name = _one_input(specs, path, model)
+        array = _npy(path, next(s for s in specs if s.name == name))
+        return _checked(specs, {name: (array, path)}, path, model)
     if suffix == ".pb":
         name, array = _read_tensor(path)
         return _checked(specs, {name or _one_input(specs, path, model): (array, path)}, path, model)
@@ -177,6 +299,8 @@ def _sets(specs: Sequence[InputSpec], path: Path, model: str) -> list[tuple[dict
         if sets:
             return [(_data_set(specs, folder, model), str(folder)) for _, folder in sets]
         return [(_data_set(specs, path, model), str(path))]
+    if not path.is_file():  # a FIFO or a device would block or never end
+        raise FeedError(f"{path}: not a regular file")
     return [(_file(specs, path, model), str(path))]
 
 

@@ -351,22 +351,29 @@ def make_feeds(
     return GeneratedFeeds(feeds, generated=random, seed=seed, low=low, high=high)
 
 
-def check_value(spec: InputSpec, value: Any) -> np.ndarray[Any, Any]:
-    """A pinned input as an array of the declared dtype and a compatible shape."""
-    array = np.asarray(value)
+def check_dtype(spec: InputSpec, dtype: np.dtype[Any]) -> None:
+    """Raise :class:`FeedError` when values of ``dtype`` cannot feed ``spec`` (strings
+    take numpy strings or objects; every other type its own dtype only)."""
     expected = spec.dtype
     if expected.kind == "O":
-        if array.dtype.kind not in "OUS":
-            raise FeedError(f"input {spec.name!r} expects strings, got dtype {array.dtype}")
-        array = array.astype(object)
-    elif array.dtype != expected:
+        if dtype.kind not in "OUS":
+            raise FeedError(f"input {spec.name!r} expects strings, got dtype {dtype}")
+    elif dtype != expected:
         hint = (
             " (numpy has no bfloat16: pass values.astype(ml_dtypes.bfloat16))"
             if expected == BFLOAT16
             else ""
         )
         raise FeedError(
-            f"input {spec.name!r} expects dtype {expected} ({spec.type}), got {array.dtype}" + hint
+            f"input {spec.name!r} expects dtype {expected} ({spec.type}), got {dtype}" + hint
         )
+
+
+def check_value(spec: InputSpec, value: Any) -> np.ndarray[Any, Any]:
+    """A pinned input as an array of the declared dtype and a compatible shape."""
+    array = np.asarray(value)
+    check_dtype(spec, array.dtype)
+    if spec.dtype.kind == "O":
+        array = array.astype(object)
     check_shape(spec, array.shape)
     return np.require(array, requirements="C")

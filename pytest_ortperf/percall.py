@@ -8,25 +8,43 @@ clock()``), which span the same two clock calls with nothing between them.
 
 A measurement goes in *rounds*. Each round times, for every target in turn (ABBA order for
 two), one engine block of ``k`` calls (``k`` calibrated so a block lasts ``block_s``, as the
-engine does) and then ``k`` single calls. The blocks give a block median measured beside the
-single calls, under the same conditions: the timer-cost correction is checked against it
-(:attr:`PerCallSamples.block_median`). A round whose block or single calls were preempted
-(thread CPU time below :data:`~pytest_ortperf.measure.PREEMPTED_BELOW` of the wall time,
-looked for only with ``watch_cpu``) is left out of every target, as the engine does: the
+engine does) and then ``m`` single calls, as many for every target: the smallest ``k``,
+lowered where need be so that ``min_rounds`` rounds fit in ``max_calls``. The blocks give a
+block median measured beside the single calls, under the same conditions: the timer-cost
+correction is checked against it (:attr:`PerCallSamples.block_median`). A round whose block
+or single calls were preempted (thread CPU time below
+:data:`~pytest_ortperf.measure.PREEMPTED_BELOW` of the wall time, looked for only with
+``watch_cpu``) is left out of every target, as the engine does: the
 tails are those of the model's own work on an undisturbed thread, not of the neighbours'.
 
-Rounds go on until every target has ``min_calls`` clean single calls and the budget is
-spent, or ``max_calls`` are reached, or the hard cap ``cap_budgets * budget_s`` (plus the
-warm-up) has passed with at least two clean rounds taken.
+Rounds go on until every target has ``min_calls`` clean single calls in ``min_rounds``
+clean rounds and the budget is spent, or the hard cap ``cap_budgets * budget_s`` has
+passed with ``min_rounds`` clean rounds taken (twice the cap without them). ``max_calls``
+bounds the single calls *taken* per target, preempted rounds included: no round starts
+that would pass it.
+
+A *sized* measurement (``sized=True``: a tail verdict that needs ``min_calls`` and
+``min_rounds``) stretches its cap to what the first round says they take, twice over for
+rounds lost to preemption, up to :data:`SIZED_CAP_BUDGETS` budgets; when even that cannot
+hold them it stops after the first round with a :class:`PerCallError` that says so.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pytest_ortperf.measure import NS, PREEMPTED_BELOW, Call, Clock, Engine, EngineConfig
+from pytest_ortperf.measure import (
+    NS,
+    PREEMPTED_BELOW,
+    Call,
+    Clock,
+    Engine,
+    EngineConfig,
+    check_count,
+)
 
 TIMER_PROBES = 2001
 """Empty timings whose median is the timer's cost (taken before and after the rounds)."""
@@ -46,6 +64,22 @@ def timer_cost_ns(clock: Clock = time.perf_counter_ns, probes: int = TIMER_PROBE
     return float(spans[probes // 2])
 
 
+MAX_CALLS = 200_000
+"""The most single calls one per-call measurement takes per target (``max_calls``): every
+call's time is kept in the record."""
+
+SIZED_CAP_BUDGETS = 30.0
+"""How far a sized measurement may stretch its cap, in budgets (30 s at the default 1 s
+budget)."""
+
+SIZED_MARGIN = 2.0
+"""A sized cap allows this many times the estimated duration, for preempted rounds."""
+
+
+class PerCallError(ValueError):
+    """A per-call measurement cannot reach what it was asked for."""
+
+
 @dataclass(frozen=True)
 class PerCallConfig:
     """How long a per-call measurement runs (see the module docstring)."""
@@ -56,15 +90,23 @@ class PerCallConfig:
     cap_budgets: float = 5.0
     block_s: float = 0.002
     warmup_s: float = 0.1
+    min_rounds: int = 2
+    sized: bool = False
 
     def __post_init__(self) -> None:
-        if not self.budget_s > 0:
-            raise ValueError(f"budget_s must be positive, got {self.budget_s}")
-        if self.min_calls < 1:
-            raise ValueError(f"min_calls must be >= 1, got {self.min_calls}")
+        if not (self.budget_s > 0 and math.isfinite(self.budget_s)):
+            raise ValueError(f"budget_s must be positive and finite, got {self.budget_s}")
+        check_count("min_calls", self.min_calls, 1, MAX_CALLS)
+        check_count("max_calls", self.max_calls, 1, MAX_CALLS)
+        check_count("min_rounds", self.min_rounds, 2, MAX_CALLS)
         if self.max_calls < self.min_calls:
             raise ValueError(
                 f"max_calls ({self.max_calls}) must be >= min_calls ({self.min_calls})"
+            )
+        if self.max_calls < self.min_rounds:
+            raise ValueError(
+                f"max_calls ({self.max_calls}) must be >= min_rounds ({self.min_rounds}): "
+                "a round takes at least one call"
             )
 
     @classmethod
@@ -120,22 +162,30 @@ def measure_per_call(
     )
     timer_before = timer_cost_ns(clock)
     ks = [engine.warm_up(call)[0] for call in calls]
+    # single calls per round: as many for every target, and min_rounds rounds in max_calls
+    m = max(1, min(min(ks), cfg.max_calls // cfg.min_rounds))
     singles: list[list[int]] = [[] for _ in calls]
     blocks: list[list[float]] = [[] for _ in calls]
     hit: list[bool] = []
     start = clock()
     cap = start + round((cfg.cap_budgets * cfg.budget_s) / NS)
+    give_up = cap + round(cfg.cap_budgets * cfg.budget_s / NS)
     order = list(range(len(calls)))
     while True:
         rounds = len(hit)
         clean = rounds - sum(hit)
         now = clock()
-        enough = min(clean * k for k in ks) >= cfg.min_calls and (now - start) * NS >= cfg.budget_s
-        full = min(clean * k for k in ks) >= cfg.max_calls
-        if rounds >= 2 and clean >= 2 and (enough or full or now >= cap):
-            break
-        if rounds >= 2 and now >= cap + round(cfg.cap_budgets * cfg.budget_s / NS):
-            break  # never clean: give up at twice the cap, keeping every round
+        if rounds == 1 and cfg.sized:
+            cap, give_up = _sized_cap(cfg, m, start, now)
+        if rounds >= 2:
+            if (rounds + 1) * m > cfg.max_calls:
+                break  # max_calls bounds the calls taken, preempted rounds included
+            enough = clean * m >= cfg.min_calls
+            spent = (now - start) * NS >= cfg.budget_s
+            if clean >= cfg.min_rounds and ((enough and spent) or now >= cap):
+                break
+            if now >= give_up:
+                break  # too few clean rounds: give up at twice the cap
         if len(calls) == 2 and rounds % 2:
             order = [1, 0]
         elif len(calls) == 2:
@@ -144,7 +194,7 @@ def measure_per_call(
         for i in order:
             per_call, block_hit = engine.timed_block(calls[i], ks[i], watch_cpu)
             blocks[i].append(per_call)
-            single_hit = _time_singles(calls[i], ks[i], singles[i], clock, cpu_clock, watch_cpu)
+            single_hit = _time_singles(calls[i], m, singles[i], clock, cpu_clock, watch_cpu)
             interrupted = interrupted or block_hit or single_hit
         hit.append(interrupted)
     timer = (timer_before + timer_cost_ns(clock)) / 2
@@ -155,8 +205,8 @@ def measure_per_call(
         kept_rounds = [r for r, h in enumerate(hit) if keep_all or not h]
         out.append(
             PerCallSamples(
-                calls_ns=tuple(x for r in kept_rounds for x in singles[i][r * k : (r + 1) * k]),
-                calls_per_round=k,
+                calls_ns=tuple(x for r in kept_rounds for x in singles[i][r * m : (r + 1) * m]),
+                calls_per_round=m,
                 blocks=tuple(blocks[i][r] for r in kept_rounds),
                 calls_per_block=k,
                 timer_ns=timer,
@@ -166,6 +216,24 @@ def measure_per_call(
             )
         )
     return out
+
+
+def _sized_cap(cfg: PerCallConfig, m: int, start: int, now: int) -> tuple[int, int]:
+    """The cap and give-up readings of a sized measurement (``m`` single calls a round),
+    from its first round's duration; a :class:`PerCallError` when
+    :data:`SIZED_CAP_BUDGETS` cannot hold it."""
+    rounds = max(cfg.min_rounds, math.ceil(cfg.min_calls / m))
+    needed_s = rounds * (now - start) * NS
+    limit_s = SIZED_CAP_BUDGETS * cfg.budget_s
+    if needed_s > limit_s:
+        raise PerCallError(
+            f"{cfg.min_calls} single calls per target in {rounds} rounds would take about "
+            f"{needed_s:.3g} s (one round took {(now - start) * NS:.3g} s), more than "
+            f"{SIZED_CAP_BUDGETS:g} budgets ({limit_s:g} s) allow: raise the budget "
+            "(--ortperf-budget) or ask for a less extreme quantile"
+        )
+    cap_s = min(limit_s, max(cfg.cap_budgets * cfg.budget_s, SIZED_MARGIN * needed_s))
+    return start + round(cap_s / NS), start + round(2 * cap_s / NS)
 
 
 def _time_singles(

@@ -688,8 +688,15 @@ class Recorder:
         False: no new-shape figure). Figures are gated against earlier runs' medians (as
         absolute latencies are); compare two models with :meth:`compare_cold_start`."""
         __tracebackhide__ = hide_rejected
-        from pytest_ortperf.coldstart import interleaved, prepare, shape_text, temp_directory
+        from pytest_ortperf.coldstart import (
+            check_launch_settings,
+            interleaved,
+            prepare,
+            shape_text,
+            temp_directory,
+        )
 
+        check_launch_settings(launches, timeout, budget)  # before anything is claimed or run
         session = _cold_session(model, session_keywords)
         name = name or f"{session.label} cold start"
         entry_names = [f"{name}:{figure}" for figure in COLD_START_FIGURES]
@@ -790,14 +797,20 @@ class Recorder:
     ) -> dict[str, Any]:
         """Launch count, timeout and budget of a cold start: one launch and no warm-up in
         smoke mode; when gated, at least the pairs the signed-rank test needs."""
-        from pytest_ortperf.coldstart import DEFAULT_BUDGET_S, DEFAULT_LAUNCHES, DEFAULT_TIMEOUT_S
+        from pytest_ortperf.coldstart import (
+            DEFAULT_BUDGET_S,
+            DEFAULT_LAUNCHES,
+            DEFAULT_TIMEOUT_S,
+            check_launch_settings,
+        )
 
-        timeout = DEFAULT_TIMEOUT_S if timeout is None else float(timeout)
+        launches, timeout, budget = check_launch_settings(launches, timeout, budget)
+        timeout = DEFAULT_TIMEOUT_S if timeout is None else timeout
         if not self.measured:
             launcher = {} if self.cold_launcher is None else {"launcher": self.cold_launcher}
             return {"launches": 1, "timeout": timeout, "budget": math.inf, "warmup": False,
                     **launcher}  # fmt: skip
-        count = DEFAULT_LAUNCHES if launches is None else int(launches)
+        count = DEFAULT_LAUNCHES if launches is None else launches
         if self.gate is not None and launches is None:
             from pytest_ortperf.gating.rules import min_blocks_for
 
@@ -806,7 +819,7 @@ class Recorder:
         return {
             "launches": count,
             "timeout": timeout,
-            "budget": DEFAULT_BUDGET_S if budget is None else float(budget),
+            "budget": DEFAULT_BUDGET_S if budget is None else budget,
             **launcher,
         }
 
@@ -953,9 +966,30 @@ class Recorder:
         target's, its ``reference`` the other arm. Recorded and stored; no baseline entry.
         """
         __tracebackhide__ = hide_rejected
-        from pytest_ortperf.percall import PerCallConfig, measure_per_call, smoke_per_call
+        from pytest_ortperf.gating.tails import MIN_ROUNDS, calls_for, check_tail, quantile_label
+        from pytest_ortperf.percall import (
+            MAX_CALLS,
+            PerCallConfig,
+            PerCallError,
+            measure_per_call,
+            smoke_per_call,
+        )
         from pytest_ortperf.results import PerCallResult
 
+        # Every argument is checked before anything is measured, in smoke mode too.
+        alpha = self.gate.settings.alpha if self.gate is not None else 0.01
+        check_tail(q, threshold, alpha)
+        sizing: dict[str, Any] = {"min_calls": min_calls, "max_calls": max_calls}
+        PerCallConfig(**sizing)
+        if reference is not None:
+            need = calls_for(q)
+            if max_calls < need:
+                raise PerCallError(
+                    f"a {quantile_label(q)} verdict needs {need:,} calls per arm, more than "
+                    f"max_calls={max_calls:,}: raise max_calls (at most {MAX_CALLS:,}) or "
+                    "lower q"
+                )
+            sizing.update(min_calls=max(min_calls, need), min_rounds=MIN_ROUNDS, sized=True)
         call, _, api, session = self._calls(target, feeds, api)
         arms = [(call, session)]
         if reference is not None:
@@ -966,9 +1000,7 @@ class Recorder:
         self._claim(name)
         sessions = [s for _, s in arms]
         if self.measured:
-            config = PerCallConfig.from_engine(
-                self._engine_config(*sessions), min_calls=min_calls, max_calls=max_calls
-            )
+            config = PerCallConfig.from_engine(self._engine_config(*sessions), **sizing)
             samples = measure_per_call(
                 [c for c, _ in arms], config=config, watch_cpu=watches_cpu(*sessions)
             )
@@ -999,7 +1031,6 @@ class Recorder:
             if self.measured:
                 from pytest_ortperf.gating.tails import judge_tail
 
-                alpha = self.gate.settings.alpha if self.gate is not None else 0.01
                 verdicts.append(
                     judge_tail(
                         results[0].rounds(), result.rounds(), q, threshold=threshold, alpha=alpha
@@ -1037,7 +1068,7 @@ class Recorder:
 
         from pytest_ortperf.results import ThroughputLevel, ThroughputResult
         from pytest_ortperf.stats import quantile
-        from pytest_ortperf.throughput import measure_levels
+        from pytest_ortperf.throughput import check_levels, measure_levels
 
         if not isinstance(target, OrtSession):
             raise TypeError(
@@ -1045,11 +1076,8 @@ class Recorder:
             )
         if sessions not in ("shared", "per_thread"):
             raise ValueError(f"sessions={sessions!r} is not one of 'shared', 'per_thread'")
-        levels = list(concurrency)
-        if not levels or any(not isinstance(n, int) or n < 1 for n in levels):
-            raise ValueError(f"concurrency must be positive thread counts, got {concurrency!r}")
-        if len(set(levels)) != len(levels):
-            raise ValueError(f"concurrency has repeated levels: {concurrency!r}")
+        budget = seconds if seconds is not None else self._engine_config(target).budget_s
+        levels = check_levels(concurrency, budget, rounds)
         call, _, api, session = self._calls(target, feeds, api)
         name = name or f"throughput {session.label}"
         self._claim(name)
@@ -1062,9 +1090,6 @@ class Recorder:
                 pool.append(session.derive())
             return [call] + [self._calls(s, feeds, api)[0] for s in pool[1:n]]
 
-        budget = seconds if seconds is not None else self._engine_config(session).budget_s
-        if not budget > 0:
-            raise ValueError(f"seconds must be positive, got {seconds}")
         if not self.measured:  # smoke: every level runs briefly, nothing is recorded
             budget, rounds = 0.001, 1
         runs = measure_levels(calls_for, levels, seconds=budget, rounds=rounds)

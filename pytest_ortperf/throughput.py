@@ -5,8 +5,15 @@ one session each) run ``N`` inferences at once, up to the cores there are. Each 
 concurrency runs for a while: the threads warm up, meet at a barrier, then call in a loop,
 timing every call, until told to stop; the level's throughput is the calls completed over
 the window from the first thread's start to the last thread's last call (so no call is
-counted outside the window). Levels are taken in rounds, in forward then reverse order,
-so slow drift of the machine hits every level alike.
+counted outside the window). Every thread completes at least one timed call, however
+short the window or busy the machine (a smoke run's window is a millisecond). Levels are
+taken in rounds, in forward then reverse order, so slow drift of the machine hits every
+level alike.
+
+Counts are bounded (:func:`check_levels`): at most :data:`MAX_CONCURRENCY` threads a
+level, :data:`MAX_LEVELS` levels, :data:`MAX_ROUNDS` rounds, ``seconds`` finite and at
+most :data:`~pytest_ortperf.measure.MAX_SECONDS` a level. An interrupt (Ctrl-C) at any
+point stops every thread after its call in flight and joins it before propagating.
 """
 
 from __future__ import annotations
@@ -16,10 +23,37 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from pytest_ortperf.measure import NS, Call, Clock
+from pytest_ortperf.measure import MAX_SECONDS, NS, Call, Clock, check_count, check_seconds
 
 WARM_CALLS = 3
 """Calls each thread makes before the barrier (first runs, per-thread arenas)."""
+
+MAX_CONCURRENCY = 256
+"""The most threads one level runs: far past the cores of any one machine, where more
+threads only queue (10,000 threads once ran for minutes and lifted the load to 200)."""
+
+MAX_LEVELS = 32
+"""The most levels of concurrency one measurement takes."""
+
+MAX_ROUNDS = 100
+"""The most rounds (windows per level) one measurement takes."""
+
+
+def check_levels(concurrency: Sequence[int], seconds: float, rounds: int) -> list[int]:
+    """The levels of ``concurrency``, after checking them, ``seconds`` and ``rounds``
+    against their bounds: a ``ValueError`` naming the argument at fault."""
+    levels = list(concurrency)
+    if not 1 <= len(levels) <= MAX_LEVELS:
+        raise ValueError(
+            f"concurrency must list 1 to {MAX_LEVELS} levels, got {len(levels)}: {concurrency!r}"
+        )
+    for n in levels:
+        check_count(f"concurrency level {n!r}", n, 1, MAX_CONCURRENCY)
+    if len(set(levels)) != len(levels):
+        raise ValueError(f"concurrency has repeated levels: {concurrency!r}")
+    check_seconds("seconds", seconds, MAX_SECONDS)
+    check_count("rounds", rounds, 1, MAX_ROUNDS)
+    return levels
 
 
 @dataclass(frozen=True)
@@ -59,6 +93,8 @@ def run_level(
         call, out = calls[i], spans[i]
         try:
             for _ in range(warm):
+                if stop.is_set():
+                    return
                 call()
         except BaseException as exc:  # reported by the caller, never lost in a thread
             errors.append((i, exc))
@@ -70,28 +106,38 @@ def run_level(
             return
         try:
             t = starts[i] = clock()
-            while not stop.is_set():
+            while True:  # at least one call, however short the window
                 t0 = t
                 call()
                 t = clock()
                 out.append(t - t0)
+                if stop.is_set():
+                    break
             ends[i] = t
             counts[i] = len(out)
         except BaseException as exc:
             errors.append((i, exc))
 
     threads = [threading.Thread(target=worker, args=(i,), daemon=True) for i in range(n)]
-    for thread in threads:
-        thread.start()
+    released = False
     try:
+        for thread in threads:
+            thread.start()
         barrier.wait()
+        released = True
         time.sleep(seconds)
     except threading.BrokenBarrierError:
         pass
     finally:
         stop.set()
+        if not released:
+            # Interrupted before the barrier filled: threads waiting at it, or still warming
+            # up, would wait for good. (Never after it filled: a thread not yet woken from it
+            # would then see it broken and time nothing.)
+            barrier.abort()
         for thread in threads:
-            thread.join()
+            if thread.ident is not None:
+                thread.join()
     if errors:
         i, exc = errors[0]
         raise ThroughputError(f"thread {i} of {n} raised {type(exc).__name__}: {exc}") from exc
@@ -110,8 +156,7 @@ def measure_levels(
     """Each level's windows: ``rounds`` of ``seconds / rounds`` each, levels in forward then
     reverse order by round. ``calls_for(n)`` gives the ``n`` calls of level ``n`` (built
     once per level)."""
-    if rounds < 1:
-        raise ValueError(f"rounds must be >= 1, got {rounds}")
+    levels = check_levels(levels, seconds, rounds)
     prepared = {n: calls_for(n) for n in levels}
     runs: dict[int, list[LevelRun]] = {n: [] for n in levels}
     for r in range(rounds):

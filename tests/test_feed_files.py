@@ -1,6 +1,11 @@
 """Recorded inputs: ONNX test-data folders, .npz, .npy and .pb files round-trip exactly,
 mismatches are clear errors naming the file, several sets rotate through the timed calls."""
 
+import os
+import sys
+import tracemalloc
+import zipfile
+
 import numpy as np
 import onnx
 import pytest
@@ -8,7 +13,8 @@ from onnx import TensorProto, numpy_helper
 from onnx import helper as oh
 
 from pytest_ortperf import models
-from pytest_ortperf.feed_files import FeedPool, load_feeds, rotating, write_data_set
+from pytest_ortperf.cli import main
+from pytest_ortperf.feed_files import FeedPool, load_feeds, read_npz, rotating, write_data_set
 from pytest_ortperf.feeds import FeedError, input_specs
 from pytest_ortperf.measure import Engine, EngineConfig
 from pytest_ortperf.ort_session import OrtSession
@@ -155,6 +161,125 @@ def test_unreadable_and_missing_sources(tmp_path, session):
     empty.mkdir()
     with pytest.raises(FeedError, match=r"holds no input_N\.pb files"):
         load_feeds(specs, empty)
+
+
+# ----------------------------------------------------- headers checked before reading (issue 24)
+
+HUGE_ROWS = 500_000_000  # [N, 10] float32: 20 GB
+
+
+def header_only_npy(path, shape, dtype="<f4", data=b""):
+    """An .npy whose header declares ``shape`` and which holds only ``data`` after it."""
+    with path.open("wb") as f:
+        np.lib.format.write_array_header_1_0(
+            f, {"descr": dtype, "fortran_order": False, "shape": shape}
+        )
+        f.write(data)
+    return path
+
+
+def lr_specs():
+    return input_specs(OrtSession.create(models.linear_regression()).sess)
+
+
+def peak_bytes(fn):
+    """``fn()``'s error and the most memory it held (tracemalloc sees numpy's arrays)."""
+    tracemalloc.start()
+    try:
+        with pytest.raises(FeedError) as info:
+            fn()
+        return info.value, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_a_tiny_npy_declaring_20_gb_is_refused_before_any_allocation(tmp_path):
+    path = header_only_npy(tmp_path / "huge.npy", (HUGE_ROWS, 10))
+    assert path.stat().st_size <= 129
+    error, peak = peak_bytes(lambda: load_feeds(lr_specs(), path))
+    assert str(path) in str(error) and "18.6 GiB" in str(error) and "2 GiB" in str(error)
+    assert "nothing was read" in str(error)
+    assert peak < 10 * 2**20
+
+
+def test_an_npy_header_is_checked_against_the_model_before_its_data(tmp_path):
+    specs = lr_specs()
+    wrong_dim = header_only_npy(tmp_path / "wide.npy", (4, 11))  # no data: never read
+    with pytest.raises(FeedError, match=r"wide\.npy: input 'X': axis 1 must be 10"):
+        load_feeds(specs, wrong_dim)
+    wrong_type = header_only_npy(tmp_path / "ints.npy", (4, 10), "<i8")
+    with pytest.raises(FeedError, match=r"ints\.npy: input 'X' expects dtype float32"):
+        load_feeds(specs, wrong_type)
+    truncated = header_only_npy(tmp_path / "short.npy", (4, 10), data=b"\0" * 12)
+    with pytest.raises(FeedError, match=r"short\.npy: damaged or truncated \.npy data"):
+        load_feeds(specs, truncated)
+    np.save(tmp_path / "objects.npy", np.array([[1, "a"]], dtype=object), allow_pickle=True)
+    with pytest.raises(FeedError, match=r"objects\.npy: holds pickled Python objects"):
+        load_feeds(specs, tmp_path / "objects.npy")
+
+
+def deflated_npz(path, name, shape, data_bytes):
+    """An .npz of one member whose header declares ``shape`` and whose deflated data is
+    ``data_bytes`` zeros (a small file that inflates to whatever the header says)."""
+    with (
+        zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive,
+        archive.open(f"{name}.npy", "w", force_zip64=True) as member,
+    ):
+        header = {"descr": "<f4", "fortran_order": False, "shape": shape}
+        np.lib.format.write_array_header_1_0(member, header)
+        chunk = bytes(2**20)
+        for _ in range(data_bytes // len(chunk)):
+            member.write(chunk)
+    return path
+
+
+def test_a_deflated_npz_declaring_3_gb_is_refused_before_inflating(tmp_path):
+    path = deflated_npz(tmp_path / "bomb.npz", "X", (75_000_000, 10), 8 * 2**20)
+    assert path.stat().st_size < 3 * 2**20
+    error, peak = peak_bytes(lambda: load_feeds(lr_specs(), path))
+    assert f"{path} [X]: declares shape [75000000, 10] of float32, 2.8 GiB" in str(error)
+    assert peak < 10 * 2**20
+    error, peak = peak_bytes(lambda: read_npz(path))  # ortperf ab --feeds: no model at hand
+    assert "2.8 GiB" in str(error) and peak < 10 * 2**20
+
+
+def test_a_truncated_npz_is_a_feed_error_naming_the_file(tmp_path):
+    specs = lr_specs()
+    whole = tmp_path / "whole.npz"
+    np.savez(whole, X=np.ones((64, 10), np.float32))
+    assert load_feeds(specs, whole)["X"].shape == (64, 10)
+    for cut in (len(whole.read_bytes()) // 2, 10, 0):
+        cut_path = tmp_path / f"cut{cut}.npz"
+        cut_path.write_bytes(whole.read_bytes()[:cut])
+        with pytest.raises(FeedError, match=rf"cut{cut}\.npz: not a readable \.npz file"):
+            load_feeds(specs, cut_path)
+    with pytest.raises(FeedError, match=r"cut0\.npz: not a readable \.npz file"):
+        read_npz(tmp_path / "cut0.npz")
+
+
+def test_a_fifo_is_refused_not_waited_on(tmp_path):
+    fifo = tmp_path / "inputs.npy"
+    os.mkfifo(fifo)
+    with pytest.raises(FeedError, match=r"inputs\.npy: not a regular file"):
+        load_feeds(lr_specs(), fifo)
+    with pytest.raises(FeedError, match=r"inputs\.npy: not a file"):
+        read_npz(fifo)
+
+
+def test_ortperf_ab_feeds_take_an_npz_and_refuse_an_npy_clearly(tmp_path, capsys):
+    model = tmp_path / "lr.onnx"
+    onnx.save(models.linear_regression(), model)
+    np.save(tmp_path / "x.npy", np.ones((4, 10), np.float32))
+    args = ["ab", str(model), "--a", sys.executable, "--b", sys.executable]
+    assert main([*args, "--feeds", str(tmp_path / "x.npy")]) == 2
+    err = capsys.readouterr().err
+    assert "--feeds " in err and "x.npy: give an .npz file, one array per input name" in err
+    assert "Traceback" not in err and "TypeError" not in err
+    deflated_npz(tmp_path / "bomb.npz", "X", (75_000_000, 10), 2**20)
+    assert main([*args, "--feeds", str(tmp_path / "bomb.npz")]) == 2
+    assert "bomb.npz [X]: declares shape [75000000, 10] of float32" in capsys.readouterr().err
+    np.savez(tmp_path / "ok.npz", X=np.ones((4, 10), np.float32))
+    assert read_npz(tmp_path / "ok.npz")["X"].shape == (4, 10)
 
 
 def test_a_pool_rotates_through_the_timed_calls(tmp_path):

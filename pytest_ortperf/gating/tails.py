@@ -66,13 +66,26 @@ def quantile_label(q: float) -> str:
     return f"p{q * 100:g}"
 
 
-def _check(q: float, threshold: float, alpha: float) -> None:
-    if not 0.0 < q < 1.0:
-        raise ValueError(f"quantile q must be in (0, 1), got {q}")
+def check_tail(q: float, threshold: float, alpha: float) -> None:
+    """Raise ``ValueError`` naming ``q``, ``threshold`` or ``alpha`` when out of range (so
+    a measurement can refuse them before it starts)."""
+    if isinstance(q, bool) or not isinstance(q, int | float) or not 0.0 < q < 1.0:
+        raise ValueError(f"quantile q must be a number in (0, 1) such as 0.99, got {q!r}")
+    if isinstance(threshold, bool) or not isinstance(threshold, int | float):
+        raise ValueError(f"threshold must be a positive fraction such as 0.1, got {threshold!r}")
     if not (threshold > 0 and math.isfinite(threshold)):
-        raise ValueError(f"threshold must be positive and finite, got {threshold}")
+        raise ValueError(f"threshold must be positive and finite, got {threshold!r}")
     if not 0.0 < alpha < 0.5:
         raise ValueError(f"alpha must be in (0, 0.5), got {alpha}")
+
+
+def calls_for(q: float) -> int:
+    """Fewest calls per arm that leave :data:`MIN_TAIL_CALLS` beyond the ``q`` quantile
+    (1000 for p99, 10000 for p99.9), as :func:`judge_tail` counts them."""
+    need = max(math.ceil(MIN_TAIL_CALLS / (1.0 - q)), 1)
+    while int(need * (1.0 - q)) < MIN_TAIL_CALLS:  # floating point: 1 - 0.9 < 0.1
+        need += 1
+    return need
 
 
 def _arrays(reference: Rounds, candidate: Rounds) -> tuple[list[FloatArray], list[FloatArray]]:
@@ -152,7 +165,7 @@ def judge_tail(
     """The verdict on the candidate's ``q`` quantile against the reference's (module
     docstring). Metric ``p99`` (for ``q=0.99``); ``baseline`` is ``expected``,
     ``current`` the ratio."""
-    _check(q, threshold, alpha)
+    check_tail(q, threshold, alpha)
     if not (expected > 0 and math.isfinite(expected)):
         raise ValueError(f"expected ratio must be positive and finite, got {expected}")
     metric = quantile_label(q)
@@ -160,7 +173,7 @@ def judge_tail(
     calls = min(sum(a.size for a in ref), sum(a.size for a in cand))
     beyond = int(calls * (1.0 - q))
     if len(ref) < MIN_ROUNDS or beyond < MIN_TAIL_CALLS:
-        need = max(math.ceil(MIN_TAIL_CALLS / (1.0 - q)), 1)
+        need = calls_for(q)
         why = (
             f"{len(ref)} rounds (the rule needs {MIN_ROUNDS})"
             if len(ref) < MIN_ROUNDS
