@@ -13,16 +13,16 @@ from typing import Any
 
 import numpy as np
 import pytest
-from ortperf_store_factories import ENV, GIT, OTHER_ENV, latency, measured_comparison
+from ortperf_store_factories import ENV, GIT, OTHER_ENV, SESSION, latency, measured_comparison
 from pg_server import Postgres
 
 from pytest_ortperf import store
 from pytest_ortperf.env import machine_fingerprint
 from pytest_ortperf.gating.gate import failure_message
-from pytest_ortperf.gating.history import MIN_RUNS
+from pytest_ortperf.gating.history import MIN_RUNS, judge_against_runs
 from pytest_ortperf.gating.history_baseline import HistoryBaselines, HistoryGate, resolve_machine
 from pytest_ortperf.gating.settings import MIN_HISTORY_RUNS, GateSettings, HistorySettings
-from pytest_ortperf.results import Outcome, Record, Verdict
+from pytest_ortperf.results import ColdStartResult, Outcome, Record, Verdict
 
 T0 = 1_700_000_000.0
 TEST = "tests/test_perf.py::test_fused"
@@ -261,6 +261,49 @@ def test_latency_runs_through_another_api_are_set_aside(db: str) -> None:
     assert "6 runs of the window set aside (measured with api run -> iobinding)" in (
         verdict.message
     )
+
+
+def cold(create: float, seed: int) -> Record:
+    """A cold start whose launches create in about ``create`` s and first-run in a tenth."""
+    rng = np.random.default_rng(2000 + seed)
+    level = float(np.exp(rng.normal(0.0, 0.01)))
+    return ColdStartResult(
+        TEST, "cold", tuple(create * level * (1 + 0.001 * i) for i in range(5)),
+        tuple(create * level * 0.1 * (1 + 0.001 * i) for i in range(5)), session=SESSION,
+    )  # fmt: skip
+
+
+def cold_verdicts(g: HistoryGate, record: ColdStartResult) -> dict[str, Verdict]:
+    """The history gate's verdicts of each figure, as the recorder asks for them."""
+    out = {}
+    for figure in record.figures:
+        key = {"test": record.test, "name": record.name, "api": record.api,
+               "kind": record.kind, "figure": figure, "session": SESSION.to_dict()}  # fmt: skip
+        earlier = g.history(key) if g.history is not None else None
+        out[figure] = judge_against_runs(
+            record.median(figure), earlier or (), threshold=0.05, alpha=0.01
+        )
+    return out
+
+
+def test_cold_start_is_gated_against_its_history(db: str) -> None:
+    # Issue 24 item 19: "not gated: 0 of 5 earlier runs" with 20 stored runs.
+    for i in range(8):
+        stored(db, [cold(0.2, i)], at=T0 + 100.0 * i)
+    g = gate(db)
+    same = cold_verdicts(g, cold(0.2, 99))
+    assert {f: v.outcome for f, v in same.items()} == {"create": Outcome.OK,
+                                                        "first_run": Outcome.OK}, same  # fmt: skip
+    assert all(v.n == 8 for v in same.values())
+    slow = cold_verdicts(g, cold(0.3, 99))
+    assert slow["create"].outcome is Outcome.REGRESSED, slow["create"].message
+
+
+def test_one_run_set_aside_reads_in_the_singular(db: str) -> None:
+    history(db, STEADY)
+    stored(db, [timing(0.9e-3, 50)], at=T0 + 5000.0, env={**HERE, "ort_version": "9.9.9"})
+    verdict = gate(db).judge(timing(0.9e-3, 99).to_dict(), None)[0]
+    assert "; 1 run of the window set aside (measured with ort_version" in verdict.message
 
 
 # -- machine classes ------------------------------------------------------------------------

@@ -51,7 +51,14 @@ from pytest_ortperf.gating.settings import (
     GateSettings,
     HistorySettings,
 )
-from pytest_ortperf.results import Comparison, LatencyResult, Outcome, Record, Verdict
+from pytest_ortperf.results import (
+    ColdStartResult,
+    Comparison,
+    LatencyResult,
+    Outcome,
+    Record,
+    Verdict,
+)
 from pytest_ortperf.units import format_metric, match_machine
 
 StoredRun = tuple[Mapping[str, Any], Record]
@@ -95,7 +102,8 @@ class Found:
             text = f"{HISTORY_TAG}: {k} runs on {self.where()} (runs {min(ids)}-{max(ids)})"
         if self.set_aside:
             shown = "; ".join(dict.fromkeys(self.set_aside))
-            text += f"; {len(self.set_aside)} runs of the window set aside ({shown})"
+            k = len(self.set_aside)
+            text += f"; {k} run{'' if k == 1 else 's'} of the window set aside ({shown})"
         return text
 
 
@@ -176,20 +184,25 @@ def history_medians(
 ) -> tuple[list[float], Found]:
     """The per-run medians of the latency ``record`` (its ``to_dict`` form) in ``stored``
     (the window, oldest first), runs whose fingerprint or API differs from the current
-    one's set aside, and what was found."""
+    one's set aside, and what was found. A cold start's figure (``record["figure"]``, its
+    kind ``cold_start``) is read from the stored cold starts, its session from each."""
     now = fingerprint_of(environment, record.get("session") or {})
+    figure = record.get("figure")
     medians: list[float] = []
     kept: list[Mapping[str, Any]] = []
     aside: list[str] = []
     for view, rec in stored:
-        if not isinstance(rec, LatencyResult) or not rec.samples:
+        if figure is not None:
+            if not isinstance(rec, ColdStartResult) or not rec.figures.get(str(figure)):
+                continue
+            session = rec.session.to_dict() if rec.session is not None else {}
+            then, median = fingerprint_of(view, session), float(rec.median(str(figure)))
+        elif isinstance(rec, LatencyResult) and rec.samples:
+            then, median = fingerprint_of(view, view), float(rec.median)
+        else:
             continue
-        diffs = [
-            d.describe()
-            for d in differences(fingerprint_of(view, view), now, keys=LATENCY_KEYS, allowed=ignore)
-        ]
+        diffs = [d.describe() for d in differences(then, now, keys=LATENCY_KEYS, allowed=ignore)]
         api = None if rec.api == record.get("api") else (rec.api, str(record.get("api")))
-        median = float(rec.median)
         if diffs or api:
             aside.append(_why(diffs, api))
         elif math.isfinite(median) and median > 0:
@@ -322,7 +335,8 @@ class HistoryBaselines:
     def latency_medians(
         self, record: Mapping[str, Any], environment: Mapping[str, Any], ignore: Collection[str]
     ) -> tuple[list[float], Found]:
-        stored = self.stored(str(record["test"]), str(record["name"]), LatencyResult.kind)
+        kind = ColdStartResult.kind if record.get("figure") else LatencyResult.kind
+        stored = self.stored(str(record["test"]), str(record["name"]), kind)
         if isinstance(stored, str):
             return [], Found(self.settings.branch, self.machine, self.settings.window, error=stored)
         return history_medians(stored, record, environment, self.settings, self.machine, ignore)
