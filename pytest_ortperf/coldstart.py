@@ -406,8 +406,11 @@ def other_shape_feeds(
 
 
 def temp_directory() -> tempfile.TemporaryDirectory[str]:
-    """The temporary directory of one cold-start measurement (removed on exit)."""
-    return tempfile.TemporaryDirectory(prefix="ortperf-coldstart-")
+    """The temporary directory of one cold-start measurement (removed on exit; in this
+    run's scratch directory, which the next run reaps if this one is killed)."""
+    from pytest_ortperf.scratch import run_dir
+
+    return tempfile.TemporaryDirectory(prefix="ortperf-coldstart-", dir=run_dir())
 
 
 if __name__ == "__main__":

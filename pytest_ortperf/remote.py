@@ -37,6 +37,7 @@ from typing import IO, Any
 
 import numpy as np
 
+from pytest_ortperf import scratch
 from pytest_ortperf import worker as worker_module
 from pytest_ortperf.environments import EnvSpec, ensure
 from pytest_ortperf.feeds import InputSpec, check_feed_names
@@ -321,7 +322,7 @@ class RemoteSession:
         self.environment = environment
         self.settings = settings
         self.model_bytes = model_bytes
-        self._dir = Path(tempfile.mkdtemp(prefix="ortperf-remote-"))
+        self._dir = scratch.mkdtemp("ortperf-remote-")
         _OPEN.add(self)
         self._bound: tuple[int, str] | None = None
         self._histogram: dict[str, int] | None = None
@@ -532,7 +533,7 @@ def all_or_none(sessions: Sequence[RemoteSession]) -> Iterator[None]:
 @contextlib.contextmanager
 def shared_feeds(sessions: Sequence[RemoteSession], feeds: Feeds, api: str) -> Iterator[None]:
     """Bind the same ``feeds`` (one file, the same bytes) in every session's worker."""
-    directory = Path(tempfile.mkdtemp(prefix="ortperf-feeds-"))
+    directory = scratch.mkdtemp("ortperf-feeds-")
     try:
         with all_or_none(sessions):
             path = write_feeds(feeds, directory)
