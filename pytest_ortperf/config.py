@@ -279,9 +279,11 @@ MARKER_FIELDS: dict[str, tuple[str, str, Callable[[Any, str], Any]]] = {
     "fingerprint_ignore": ("gate", "fingerprint_ignore", _fingerprint_keys),
 }
 """Marker argument -> (settings record, its field, parser)."""
-MARKER_KEYS = (*MARKER_FIELDS, "providers")
+MARKER_KEYS = (*MARKER_FIELDS, "providers", "slo")
 """Every marker argument: ``providers`` (execution providers the test needs, skipped with
-the package to install when onnxruntime lacks one) belongs to no settings record."""
+the package to install when onnxruntime lacks one) and ``slo`` (latency budgets, for each
+measurement of the test whose kind the form fits: :mod:`pytest_ortperf.gating.slo`) belong
+to no settings record."""
 
 
 def marker_providers(marker: dict[str, Any]) -> tuple[str, ...]:
@@ -367,6 +369,13 @@ def check_marker(node: pytest.Item, settings: OrtperfConfig) -> None:
         settings.engine_config(marker)
         settings.gate_settings(marker)
         marker_providers(marker)
+        if "slo" in marker:
+            from pytest_ortperf.gating.slo import SloError, check_marker_slo
+
+            try:
+                check_marker_slo(marker["slo"], node.nodeid)
+            except SloError as exc:
+                raise MarkerError(str(exc)) from None
 
 
 SUMMARY_ENV = "GITHUB_STEP_SUMMARY"

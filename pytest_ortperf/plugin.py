@@ -516,6 +516,7 @@ def ortperf(request: pytest.FixtureRequest) -> Generator[Recorder, None, None]:
         # History baselines judge every latency against the stored runs' medians.
         latency_mode="absolute" if settings.baseline == "history" else gate_settings.latency_mode,
     )
+    recorder.marker_slo = marker.get("slo")
     node.stash[RECORDER_KEY] = recorder
     yield recorder
 

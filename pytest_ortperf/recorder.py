@@ -51,13 +51,16 @@ from pytest_ortperf.stats import paired_ratio, ratio_of_blocks
 if TYPE_CHECKING:
     import pandas as pd
 
+    from pytest_ortperf.gating.slo import MachineBudgets
     from pytest_ortperf.measure import EngineConfig
     from pytest_ortperf.profiling.parse import Profile
     from pytest_ortperf.remote import RemoteSession
-    from pytest_ortperf.results import PerCallResult, ThroughputResult
+    from pytest_ortperf.results import PerCallResult, SloVerdict, ThroughputResult
 
 Feeds = Mapping[str, np.ndarray[Any, Any]]
 R = TypeVar("R", LatencyResult, Comparison)
+R2 = TypeVar("R2", "LatencyResult", "PerCallResult", "ThroughputResult", "ColdStartResult")
+"""A record that takes latency budgets (``slo=``)."""
 Target = OrtSession | OrtBinding
 
 
@@ -400,11 +403,14 @@ class Recorder:
         *,
         api: str | None = None,
         name: str | None = None,
+        slo: Any = None,
     ) -> LatencyResult:
         """Seconds per call of a binding, or of a session with feeds through ``api``
         (default ``run``). Measured interleaved with the control workload when latencies
-        are normalized (the default): the gate then judges target over control."""
+        are normalized (the default): the gate then judges target over control. ``slo``:
+        a budget of the median, ``"5 ms"`` (:mod:`pytest_ortperf.gating.slo`)."""
         __tracebackhide__ = hide_rejected
+        budgets = self._slo("latency", slo)
         call, _, api, session = self._calls(target, feeds, api)
         name = name or session.label
         entry = self._entry(name)
@@ -439,7 +445,8 @@ class Recorder:
             )
 
         decision = self._decide(measure, entry)
-        result = decision.record
+        blocks = self._budget_blocks(decision.record, budgets, call, session)
+        result = self._budgets(decision.record, budgets, {"median": blocks})
         self._record(result, gated=True, verdicts=decision.verdicts)
         self._enforce(name, decision)
         return result
@@ -668,6 +675,111 @@ class Recorder:
     """What starts one cold-start process (None: :func:`pytest_ortperf.coldstart.launch`);
     tests set a :class:`pytest_ortperf.testing.ScriptedLauncher` to inject figures."""
 
+    marker_slo: Any = None
+    """The marker's ``slo=`` (set by the fixture): the budget of each measurement of the
+    kind its form fits that gives no ``slo=`` of its own."""
+
+    @property
+    def _alpha(self) -> float:
+        return self.gate.settings.alpha if self.gate is not None else 0.01
+
+    def _slo(
+        self, kind: str, slo: Any, figures: Sequence[str] | None = None
+    ) -> tuple[MachineBudgets, ...] | None:
+        """The latency budgets of one measurement, checked before it runs (against the
+        ``figures`` it takes, where given): a bad one fails the test with its message."""
+        from pytest_ortperf.gating.slo import SloError, budgets_for, check_figures
+
+        try:
+            budgets = budgets_for(kind, slo, self.marker_slo, self.test)
+            if budgets and figures is not None:
+                check_figures(budgets, figures, kind, self.test)
+        except SloError as exc:
+            message = str(exc)
+        else:
+            return budgets
+        pytest.fail(message, pytrace=False)
+
+    def _budgets(
+        self,
+        result: R2,
+        budgets: Sequence[MachineBudgets] | None,
+        values_of: Mapping[str, Sequence[float]],
+        unit: str = "blocks",
+        verdicts: tuple[SloVerdict, ...] | None = None,
+    ) -> R2:
+        """``result`` with its budgets judged on ``values_of`` (or ``verdicts`` already
+        judged) for this machine's class; a violated one fails the test when gated."""
+        if not budgets or not self.measured:
+            return result
+        from pytest_ortperf.gating.slo import failure_message, judge_all
+        from pytest_ortperf.state import environment
+
+        if verdicts is None:
+            env = environment()
+            verdicts = judge_all(
+                budgets, values_of, self._alpha, unit=unit,
+                cpu_model=env.get("cpu_model"), cpus=env.get("effective_cpus"),
+            )  # fmt: skip
+        message = failure_message(result.name, verdicts)
+        if message is not None and self.gate is not None:
+            self.failures.append(message)
+        return dataclasses.replace(result, slo=verdicts)  # type: ignore[type-var]
+
+    def _budget_blocks(
+        self,
+        result: LatencyResult,
+        budgets: Sequence[MachineBudgets] | None,
+        call: Call,
+        session: OrtSession,
+    ) -> Sequence[float]:
+        """The blocks a latency's budget is judged on: the result's, and when they are too
+        few to decide it, one more measurement's (a gate may stop after a few blocks)."""
+        if not budgets or not self.measured:
+            return result.samples
+        from pytest_ortperf.gating.slo import min_values
+
+        if len(result.samples) >= min_values(budgets, self._alpha):
+            return result.samples
+        more = warmed(self.engine, session).measure(call, watch_cpu=watches_cpu(session))
+        return (*result.samples, *more.values)
+
+    def _per_call_budgets(
+        self,
+        result: PerCallResult,
+        budgets: Sequence[MachineBudgets],
+        call: Call | None,
+        config: Any,
+        watch: bool,
+    ) -> PerCallResult:
+        """``result`` judged against its budgets, measured on (more single calls of
+        ``call``, none when None) while one is undecided."""
+        from pytest_ortperf.gating import slo
+        from pytest_ortperf.percall import PerCallSamples, measure_per_call
+        from pytest_ortperf.state import environment
+
+        env = environment()
+        cpu_model, cpus = env.get("cpu_model"), env.get("effective_cpus")
+        chosen = slo.select(budgets, cpu_model, cpus)
+        if chosen is None:
+            verdict = slo.not_gated(slo.describe_machine(cpu_model, cpus))
+            return self._budgets(result, budgets, {}, verdicts=(verdict,))
+        chunks: list[PerCallSamples] = []
+
+        def more(m: int) -> list[float]:
+            if call is None:
+                return []
+            sized = dataclasses.replace(config, min_calls=max(m, 2), max_calls=max(m, 2))
+            (chunk,) = measure_per_call([call], config=sized, watch_cpu=watch)
+            chunks.append(chunk)
+            return [max(0.0, (x - chunk.timer_ns) * 1e-9) for x in chunk.calls_ns]
+
+        _, verdicts = slo.keep_measuring(
+            result.corrected, more, chosen.budgets, self._alpha, machine=chosen.machine
+        )
+        extended = slo.extend_per_call(result, chunks)
+        return self._budgets(extended, budgets, {}, verdicts=verdicts)
+
     def cold_start(
         self,
         model: Any,
@@ -678,6 +790,7 @@ class Recorder:
         launches: int | None = None,
         timeout: float | None = None,
         budget: float | None = None,
+        slo: Any = None,
         **session_keywords: Any,
     ) -> ColdStartResult:
         """Session creation, first run, and first run at a new input shape, each launch
@@ -686,8 +799,11 @@ class Recorder:
         ``threads``, ``spinning``, ``options``, ``custom_ops``), or a session from it.
         ``shape_feeds``: feeds at the other shape (None: every dynamic dim doubled;
         False: no new-shape figure). Figures are gated against earlier runs' medians (as
-        absolute latencies are); compare two models with :meth:`compare_cold_start`."""
+        absolute latencies are); compare two models with :meth:`compare_cold_start`.
+        ``slo``: budgets of the figures' medians, ``{"create": "2 s"}`` (at least the
+        launches that can decide them are taken)."""
         __tracebackhide__ = hide_rejected
+        budgets = self._slo("cold_start", slo)
         from pytest_ortperf.coldstart import (
             check_launch_settings,
             interleaved,
@@ -709,6 +825,10 @@ class Recorder:
                 session.label,
             )  # fmt: skip
             settings = self._launch_settings(launches, timeout, budget)
+            if budgets and self.measured:
+                from pytest_ortperf.gating.slo import min_values
+
+                settings["launches"] = max(settings["launches"], min_values(budgets, self._alpha))
             (arm,) = interleaved([(prepared.spec, prepared.label)], **settings)
         shapes = (shape_text(feeds),) + (() if other is None else (shape_text(other),))
         result = ColdStartResult(
@@ -723,6 +843,8 @@ class Recorder:
             measured=self.measured,
             session=_session_info(session, False),
         )
+        figures = {f: v for f, v in result.figures.items() if v}
+        result = self._budgets(result, budgets, figures, "launches")
         verdicts: list[Verdict] = []
         if self.gate is not None and self.measured:
             verdicts = self._judge_cold_start(result, self.gate)
@@ -953,6 +1075,7 @@ class Recorder:
         threshold: float = 0.10,
         min_calls: int = 1000,
         max_calls: int = 20_000,
+        slo: Any = None,
     ) -> PerCallResult:
         """Single calls timed one by one, the timer's own cost subtracted: p50/p90/p99/p99.9
         of single calls (``.quantiles``), beside the block median the gate uses
@@ -964,6 +1087,9 @@ class Recorder:
         candidate/reference against ``threshold``: under ``--ortperf`` a regression fails
         the test (inconclusive fails only with ``--ortperf-strict``). The result is the
         target's, its ``reference`` the other arm. Recorded and stored; no baseline entry.
+
+        ``slo``: budgets of quantiles of single calls, ``{"p99": "20 ms"}``; measuring goes
+        on while one is undecided (:func:`pytest_ortperf.gating.slo.keep_measuring`).
         """
         __tracebackhide__ = hide_rejected
         from pytest_ortperf.gating.tails import MIN_ROUNDS, calls_for, check_tail, quantile_label
@@ -990,6 +1116,7 @@ class Recorder:
                     "lower q"
                 )
             sizing.update(min_calls=max(min_calls, need), min_rounds=MIN_ROUNDS, sized=True)
+        budgets = self._slo("per_call", slo)
         call, _, api, session = self._calls(target, feeds, api)
         arms = [(call, session)]
         if reference is not None:
@@ -1025,6 +1152,9 @@ class Recorder:
             for i, (s, (_, sess)) in enumerate(zip(samples, arms, strict=True))
         ]
         result = results[-1]
+        if budgets and self.measured:
+            more = call if reference is None else None  # with a reference: no more calls
+            result = self._per_call_budgets(result, budgets, more, config, watches_cpu(session))
         verdicts: list[Verdict] = []
         if reference is not None:
             result = dataclasses.replace(result, reference=results[0])
@@ -1056,13 +1186,16 @@ class Recorder:
         name: str | None = None,
         seconds: float | None = None,
         rounds: int = 3,
+        slo: Any = None,
     ) -> ThroughputResult:
         """Calls per second and per-call latency with ``concurrency`` Python threads
         calling at once (ORT's run releases the GIL): all of them one session
         (``sessions="shared"``) or one session each (``"per_thread"``, derived from
         ``target`` with its settings). Each level runs ``seconds`` (default: the
         measurement budget) in ``rounds`` windows. The result names the intra-op threads,
-        spinning and cores the figures depend on. Recorded and stored, not gated."""
+        spinning and cores the figures depend on. Recorded and stored, not gated.
+        ``slo``: a budget of calls per second by thread count, ``{4: "1500/s"}`` (at
+        least the windows that can decide it are taken)."""
         __tracebackhide__ = hide_rejected
         import os
 
@@ -1078,6 +1211,11 @@ class Recorder:
             raise ValueError(f"sessions={sessions!r} is not one of 'shared', 'per_thread'")
         budget = seconds if seconds is not None else self._engine_config(target).budget_s
         levels = check_levels(concurrency, budget, rounds)
+        budgets = self._slo("throughput", slo, [f"{n} threads" for n in levels])
+        if budgets:
+            from pytest_ortperf.gating.slo import min_values
+
+            rounds = max(rounds, min_values(budgets, self._alpha))
         call, _, api, session = self._calls(target, feeds, api)
         name = name or f"throughput {session.label}"
         self._claim(name)
@@ -1130,6 +1268,8 @@ class Recorder:
             measured=self.measured,
             session=session.info(),
         )
+        rates = {f"{x.concurrency} threads": x.rates for x in result.levels}
+        result = self._budgets(result, budgets, rates, "windows")
         self._record(result)
         return result
 

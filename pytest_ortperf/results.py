@@ -212,6 +212,11 @@ class SloVerdict:
         return cls(**{name: data[name] for name in cls.__dataclass_fields__})
 
 
+def slo_verdicts(data: Mapping[str, Any]) -> tuple[SloVerdict, ...]:
+    """The ``slo`` verdicts of a record's dict (none in records written before budgets)."""
+    return tuple(SloVerdict.from_dict(v) for v in data.get("slo") or ())
+
+
 @dataclass(frozen=True)
 class SessionInfo:
     """What a measured session was: model label and the settings that affect timings."""
@@ -279,6 +284,8 @@ class LatencyResult:
     runs: tuple[int, ...] = ()
     """Block counts of the independent runs the samples come from, in order (several
     when ``--ortperf-update`` took a baseline; empty: one run)."""
+    slo: tuple[SloVerdict, ...] = ()
+    """Its latency budgets' verdicts (``slo=``; empty without a budget)."""
     summary: Summary = field(init=False, repr=False, compare=False)
 
     kind = "latency"
@@ -354,6 +361,7 @@ class LatencyResult:
                 else {"control": self.control.to_dict(), "block_ratios": list(self.block_ratios)}
             ),
             **({"runs": list(self.runs)} if self.runs else {}),
+            **({"slo": [v.to_dict() for v in self.slo]} if self.slo else {}),
         }
 
     @classmethod
@@ -372,6 +380,7 @@ class LatencyResult:
             preempted_kept=bool(data.get("preempted_kept", False)),
             control=LatencyResult.from_dict(data["control"]) if data.get("control") else None,
             runs=tuple(int(x) for x in data.get("runs") or ()),
+            slo=slo_verdicts(data),
         )
 
 
@@ -569,6 +578,8 @@ class ColdStartResult:
     measured: bool = True
     session: SessionInfo | None = None
     api: str = "cold_start"
+    slo: tuple[SloVerdict, ...] = ()
+    """Its latency budgets' verdicts (``slo=``; empty without a budget)."""
     summaries: Mapping[str, Summary] = field(init=False, repr=False, compare=False)
 
     kind = "cold_start"
@@ -606,6 +617,7 @@ class ColdStartResult:
             "measured": self.measured,
             "session": None if self.session is None else self.session.to_dict(),
             "summaries": {f: s.to_dict() for f, s in self.summaries.items()},
+            **({"slo": [v.to_dict() for v in self.slo]} if self.slo else {}),
         }
 
     @classmethod
@@ -627,6 +639,7 @@ class ColdStartResult:
             measured=bool(data["measured"]),
             session=None if session is None else SessionInfo.from_dict(session),
             api=str(data.get("api") or "cold_start"),
+            slo=slo_verdicts(data),
         )
 
 
@@ -667,6 +680,8 @@ class PerCallResult:
     preempted_kept: bool = False
     watched: bool = False
     reference: PerCallResult | None = None
+    slo: tuple[SloVerdict, ...] = ()
+    """Its latency budgets' verdicts (``slo=``; empty without a budget)."""
     _ordered: tuple[float, ...] = field(init=False, repr=False, compare=False)
 
     kind = "per_call"
@@ -768,6 +783,7 @@ class PerCallResult:
             "quantiles": self.quantiles,
             "block_median": self.block_median,
             **({} if self.reference is None else {"reference": self.reference.to_dict()}),
+            **({"slo": [v.to_dict() for v in self.slo]} if self.slo else {}),
         }
 
     @classmethod
@@ -788,6 +804,7 @@ class PerCallResult:
             preempted_kept=bool(data.get("preempted_kept", False)),
             watched=bool(data.get("watched", False)),
             reference=None if not reference else PerCallResult.from_dict(reference),
+            slo=slo_verdicts(data),
         )
 
 
@@ -863,6 +880,8 @@ class ThroughputResult:
     cores: int
     measured: bool
     session: SessionInfo | None = None
+    slo: tuple[SloVerdict, ...] = ()
+    """Its latency budgets' verdicts (``slo=``; empty without a budget)."""
 
     kind = "throughput"
 
@@ -905,6 +924,7 @@ class ThroughputResult:
             "cores": self.cores,
             "measured": self.measured,
             "session": None if self.session is None else self.session.to_dict(),
+            **({"slo": [v.to_dict() for v in self.slo]} if self.slo else {}),
         }
 
     @classmethod
@@ -922,6 +942,7 @@ class ThroughputResult:
             cores=int(data["cores"]),
             measured=bool(data["measured"]),
             session=None if session is None else SessionInfo.from_dict(session),
+            slo=slo_verdicts(data),
         )
 
 

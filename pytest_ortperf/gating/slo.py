@@ -31,10 +31,14 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_ortperf.results import SloVerdict
 from pytest_ortperf.units import format_seconds, parse_rate, parse_seconds
+
+if TYPE_CHECKING:
+    from pytest_ortperf.percall import PerCallSamples
+    from pytest_ortperf.results import PerCallResult
 
 KINDS = ("latency", "per_call", "throughput", "cold_start")
 """The measurements that take an ``slo=``."""
@@ -153,6 +157,11 @@ def parse_slo(
             )
         budgets = _flat(kind, flat_spec, at, "" if flat else f"[{machine!r}]")
         key = machine.strip()
+        if not flat and (_QUANTILE.match(key.lower()) or key in COLD_START_KEYS):
+            raise SloError(
+                f"{at}: {machine!r} is a figure, not a machine class: this measurement's "
+                f"budget is {_EXAMPLES[kind]}"
+            )
         if key.lower() in ANY_MACHINE:
             out.append(MachineBudgets("any", None, None, budgets))
             continue
@@ -204,6 +213,7 @@ def _flat(kind: str, spec: Any, at: str, prefix: str) -> tuple[Budget, ...]:
 
 
 _EXAMPLES = {
+    "latency": "one duration of the median such as '5 ms'",
     "per_call": "{'p99': '20 ms', 'p50': '4 ms'}",
     "throughput": "{4: '1500/s'}",
     "cold_start": "{'create': '2 s', 'first_run': '50 ms'}",
@@ -504,3 +514,100 @@ def failure_message(test_name: str, verdicts: Sequence[SloVerdict]) -> str | Non
     lines = [f"ortperf: {test_name!r} violated its latency budget"]
     lines += [f"  VIOLATED {v.message}" for v in violated]
     return "\n".join(lines)
+
+
+# ------------------------------------------------------------------ what the recorder asks
+
+
+def _guess_kind(spec: Any) -> str:
+    """The kind whose flat form ``spec`` (or its first machine class's) looks like: for
+    the error of a marker's ``slo=`` that fits none."""
+    if isinstance(spec, Mapping) and spec and all(isinstance(v, Mapping) for v in spec.values()):
+        spec = next(iter(spec.values()))
+    if not isinstance(spec, Mapping):
+        return "latency"
+    keys = list(spec)
+    if all(isinstance(k, int) for k in keys):
+        return "throughput"
+    if any(isinstance(k, str) and k in COLD_START_KEYS for k in keys):
+        return "cold_start"
+    if any(isinstance(k, str) and _QUANTILE.match(k.strip().lower()) for k in keys):
+        return "per_call"
+    return "latency"  # a mapping of machine classes to durations
+
+
+def check_marker_slo(spec: Any, test: str) -> tuple[str, ...]:
+    """The kinds a marker's ``slo=`` applies to (those whose form it has); a
+    :class:`SloError` naming the test when it fits none."""
+    where = f"{test}: @pytest.mark.ortperf(slo=...)"
+    kinds = []
+    for kind in KINDS:
+        try:
+            parse_slo(kind, spec, test, where)
+        except SloError:
+            continue
+        kinds.append(kind)
+    if not kinds:
+        parse_slo(_guess_kind(spec), spec, test, where)  # raises, naming the key at fault
+        raise SloError(f"{where}: fits no measurement")  # pragma: no cover - defensive
+    return tuple(kinds)
+
+
+def budgets_for(
+    kind: str, slo: Any, marker_slo: Any, test: str
+) -> tuple[MachineBudgets, ...] | None:
+    """The budgets of one measurement: its own ``slo=``, else the marker's where that has
+    this kind's form; None without either."""
+    if slo is not None:
+        return parse_slo(kind, slo, test)
+    if marker_slo is None or kind not in check_marker_slo(marker_slo, test):
+        return None
+    return parse_slo(kind, marker_slo, test, f"{test}: @pytest.mark.ortperf(slo=...)")
+
+
+def min_values(classes: Sequence[MachineBudgets], alpha: float) -> int:
+    """The fewest values (windows, launches) that can decide every budget of ``classes``
+    at ``alpha`` (11 for a median at 0.01)."""
+    return max((calls_needed(b.q, 1.0 - alpha) for m in classes for b in m.budgets), default=1)
+
+
+def extend_per_call(result: PerCallResult, chunks: Sequence[PerCallSamples]) -> PerCallResult:
+    """``result`` with the single calls of ``chunks`` (later measurements of its target)
+    appended: each chunk's calls shifted by the difference of its timer cost to the
+    result's (so every call is corrected by its own chunk's), rounds of the greatest common
+    divisor of the chunks' round sizes (round boundaries stay boundaries)."""
+    import dataclasses
+
+    if not chunks:
+        return result
+    calls = list(result.calls)
+    blocks = list(result.blocks)
+    round_size = result.calls_per_round
+    for chunk in chunks:
+        shift = result.timer_cost - chunk.timer_ns * 1e-9
+        calls.extend(x * 1e-9 + shift for x in chunk.calls_ns)
+        blocks.extend(chunk.blocks)
+        round_size = math.gcd(round_size, chunk.calls_per_round)
+    return dataclasses.replace(
+        result,
+        calls=tuple(calls),
+        blocks=tuple(blocks),
+        calls_per_round=round_size,
+        preempted=result.preempted + sum(c.preempted for c in chunks),
+        preempted_kept=result.preempted_kept or any(c.preempted_kept for c in chunks),
+    )
+
+
+def check_figures(
+    classes: Sequence[MachineBudgets], figures: Sequence[str], kind: str, test: str
+) -> None:
+    """A :class:`SloError` for a budget of a figure the measurement does not take (a
+    thread count missing from ``concurrency=``)."""
+    known = set(figures)
+    for machine in classes:
+        for budget in machine.budgets:
+            if budget.figure not in known:
+                raise SloError(
+                    f"{_where(test, kind)}: a budget for {budget.figure}, which this "
+                    f"measurement does not take (it takes {', '.join(figures)})"
+                )
