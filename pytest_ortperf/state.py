@@ -54,9 +54,9 @@ def history(state: OrtperfState) -> Callable[[Mapping[str, Any]], list[float] | 
 
     def earlier(record: Mapping[str, Any]) -> list[float] | None:
         store = state.store_target()
-        if store is None or state.store_down is not None:
-            return None  # a server that did not answer is not asked again (circuit breaker)
-        from pytest_ortperf.store import StoreError, StoreUnreachable, run_medians
+        if store is None:
+            return None
+        from pytest_ortperf.store import StoreError, run_medians
 
         env = environment()
         session = record.get("session") or {}
@@ -71,9 +71,6 @@ def history(state: OrtperfState) -> Callable[[Mapping[str, Any]], list[float] | 
                 store, str(record["test"]), str(record["name"]), api=str(record["api"]),
                 fingerprint=match, figure=record.get("figure"),
             )  # fmt: skip
-        except StoreUnreachable as exc:
-            state.store_down = str(exc)
-            return None
         except StoreError:
             return None
 
@@ -103,10 +100,6 @@ class OrtperfState:
         """Lines for the terminal summary (where results went, what could not be done)."""
         self.run_id: int | None = None
         """This run's id in the results store, once stored."""
-        self.store_down: str | None = None
-        """Why the store's server could not be reached, once it could not: the rest of the
-        run does not try it again (each try would wait for the connect timeout), and the
-        run is spooled at once."""
 
     @property
     def baselines(self) -> Baselines:
@@ -189,7 +182,7 @@ class OrtperfState:
         test outcomes and the exit status stay as they are (the store is history)."""
         if not self.settings.enabled:
             return
-        from pytest_ortperf.store import StoreError, StoreUnreachable, redact_url
+        from pytest_ortperf.store import StoreError, redact_url
 
         target: str | None = None
         run = None
@@ -198,14 +191,9 @@ class OrtperfState:
             if target is None:
                 return
             if not self.records:
-                if self.store_down is None:
-                    self._sync_spool(target)
+                self._sync_spool(target)
                 return
             run = self._spooled_run(config, target, interrupted=interrupted)
-            if self.store_down is not None:
-                raise StoreUnreachable(
-                    f"{self.store_down} (earlier in this run: not tried again)", store=target
-                )
             run_id = run.save(target)
         except Exception as exc:  # a bug of ours or of a driver too: still only a note
             why = (

@@ -25,6 +25,7 @@ import re
 import shutil
 import sqlite3
 import stat
+import time
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -651,6 +652,7 @@ def _transaction(
     server = engine.dialect.name != "sqlite"
     connected: list[bool] = []
     if server:
+        _circuit_open(label, store)
         event.listen(engine, "connect", lambda *_: connected.append(True))
     try:
         if write and server:
@@ -665,6 +667,7 @@ def _transaction(
     except (SQLAlchemyError, sqlite3.Error, OSError) as exc:
         why = f"{label}: {_explain(exc, path)}"
         if server and not connected:
+            _trip(label, why)
             raise StoreUnreachable(why, store=store) from exc
         # a value the database (DataError) or SQLAlchemy (a bare StatementError) refused
         refused = isinstance(exc, sa.exc.StatementError) and not isinstance(exc, sa.exc.DBAPIError)
@@ -673,6 +676,37 @@ def _transaction(
         raise StoreError(why, store=store) from exc
     finally:
         engine.dispose()
+
+
+BREAKER_S = 300.0
+"""For this long after a connection to a store's server timed out, this process does not
+try that server again: each try would wait :data:`CONNECT_TIMEOUT_S` (a server that
+accepts TCP but never answers), so a run spools at once instead of paying it per
+measurement. A refused connection fails fast and opens no breaker."""
+
+_timed_out: dict[str, tuple[float, str]] = {}
+"""Store label -> (monotonic time, why) of its server's last connect timeout."""
+
+
+def _trip(label: str, why: str) -> None:
+    lowered = why.lower()
+    if "timeout" in lowered or "timed out" in lowered:
+        _timed_out[label] = (time.monotonic(), why)
+
+
+def _circuit_open(label: str, store: StorePath) -> None:
+    """Raise StoreUnreachable, without trying, when ``label``'s server timed out less than
+    :data:`BREAKER_S` ago (see there)."""
+    found = _timed_out.get(label)
+    if found is None:
+        return
+    ago = time.monotonic() - found[0]
+    if ago >= BREAKER_S:
+        del _timed_out[label]
+        return
+    raise StoreUnreachable(
+        f"{found[1]} ({ago:.0f} s ago: not tried again for {BREAKER_S:.0f} s)", store=store
+    )
 
 
 SCHEMA_LOCK = 0x6F72_7470_6572_66  # "ortperf"

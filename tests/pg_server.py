@@ -11,12 +11,16 @@ Tests that must stop a server mid-run start a private one with :func:`start`.
 
 The server is the distribution's (Debian's ``postgresql`` package: ``initdb``/``pg_ctl``
 on PATH or under /usr/lib/postgresql/*/bin), its data in a temp dir, password auth
-(scram-sha-256) on 127.0.0.1 only, no unix socket, durability off (a test server). initdb
-and postgres refuse root: as root they run as the ``postgres`` user.
+(scram-sha-256) on 127.0.0.1 only, no unix socket. Durability is off by default (``fsync``,
+``synchronous_commit`` and ``full_page_writes`` off: fast, and enough for tests of what is
+stored); tests of what survives a crash start a durable one (``start(top, durable=True)``,
+PostgreSQL's default settings), since a server without them loses commits it acknowledged.
+initdb and postgres refuse root: as root they run as the ``postgres`` user.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pwd
 import shlex
@@ -155,6 +159,9 @@ class Server(Postgres):
     top: Path = field(default_factory=Path)
     bindir: Path = field(default_factory=Path)
     as_user: tuple[str, ...] = ()
+    durable: bool = False
+    """PostgreSQL's durable defaults (fsync, synchronous commit, full page writes) rather
+    than the fast settings of a throwaway server."""
 
     @property
     def data(self) -> Path:
@@ -175,13 +182,40 @@ class Server(Postgres):
             raise ServerError(f"{Path(args[0]).name} failed: {proc.stdout}{proc.stderr}{tail}")
 
     def start(self) -> None:
+        fast = (
+            ""
+            if self.durable
+            else (" -c fsync=off -c synchronous_commit=off -c full_page_writes=off")
+        )
         options = (
-            f"-c listen_addresses={self.host} -p {self.port} -k '' -c fsync=off"
-            " -c synchronous_commit=off -c full_page_writes=off -c max_connections=100"
+            f"-c listen_addresses={self.host} -p {self.port} -k ''{fast} -c max_connections=100"
         )
         log = self.top / "server.log"
         self._run(self.bindir / "pg_ctl", "-D", self.data, "-l", log, "-o", options, "-w",
                   "-t", "30", "start")  # fmt: skip
+
+    def crash(self) -> None:
+        """SIGKILL the postmaster and every process of the server at once (a crash, as a
+        power cut leaves the processes): what it acknowledged must survive ``start``."""
+        pidfile = self.data / "postmaster.pid"
+        try:
+            postmaster = int(pidfile.read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            return
+        doomed = [postmaster]
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                fields = stat.read_text().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
+                continue
+            if fields and int(fields[1]) == postmaster:
+                doomed.append(int(stat.parent.name))
+        for pid in doomed:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and any(_running(pid) for pid in doomed):
+            time.sleep(0.05)
 
     def stop(self) -> None:
         """``pg_ctl stop -m fast``; the postmaster is killed if that fails."""
@@ -200,9 +234,19 @@ class Server(Postgres):
                 pass
 
 
-def start(top: Path) -> Server:
-    """initdb a cluster in ``top/data`` and start it on a free port. Raises ServerError
-    (binaries missing, root without a ``postgres`` user, a failing initdb or start)."""
+def _running(pid: int) -> bool:
+    """Whether ``pid`` is a live process (a zombie counts as gone)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
+def start(top: Path, *, durable: bool = False) -> Server:
+    """initdb a cluster in ``top/data`` and start it on a free port (``durable``: with
+    PostgreSQL's durable settings, see :class:`Server`). Raises ServerError (binaries
+    missing, root without a ``postgres`` user, a failing initdb or start)."""
     found = bindir()
     if found is None:
         raise ServerError(
@@ -220,7 +264,7 @@ def start(top: Path) -> Server:
             raise ServerError("running as root without runuser or a 'postgres' user")
         as_user = (runuser, "-u", "postgres", "--")
     top.mkdir(parents=True, exist_ok=True)
-    server = Server(port=free_port(), top=top, bindir=found, as_user=as_user)
+    server = Server(port=free_port(), top=top, bindir=found, as_user=as_user, durable=durable)
     if owner is not None:
         os.chown(top, owner.pw_uid, owner.pw_gid)
     pwfile = top / "pwfile"

@@ -247,11 +247,12 @@ def test_server_goes_away():
 @pytest.fixture
 def private_server(postgres: Postgres) -> Iterator[Server]:
     """A server of this test's own (it is stopped and started again), beside the suite's;
-    in /tmp, where the ``postgres`` user can enter when the tests run as root."""
+    durable (what it acknowledged must outlive it); in /tmp, where the ``postgres`` user
+    can enter when the tests run as root."""
     top = Path(tempfile.mkdtemp(prefix="ortperf-pg-", dir="/tmp"))
     try:
         try:
-            server = start(top)
+            server = start(top, durable=True)
         except ServerError as exc:
             pytest.fail(f"cannot start a private PostgreSQL server: {exc}", pytrace=False)
         try:
