@@ -289,26 +289,61 @@ def machine_class(frame: pd.DataFrame, prefix: str) -> str:
         raise UsageError(f"--machine: {exc}") from None
 
 
+INVALID = "invalid"
+"""What ``ortperf history`` shows for a stored figure that is no measurement (not finite,
+zero or negative: a damaged or hand-edited row)."""
+
+
+BRANCH_WIDTH = 12
+MACHINE_WIDTH = 8
+"""Widths of ``ortperf history``'s branch and machine columns (a machine class prefix is
+what ``--machine`` takes), so that a row fits 100 columns with its change."""
+
+
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - len(ELLIPSIS)] + ELLIPSIS
+
+
+def _valid(value: Any) -> bool:
+    """Whether a stored duration or ratio is a measurement: finite and positive."""
+    return isinstance(value, int | float) and math.isfinite(value) and value > 0
+
+
 def _history_block(key: tuple[str, ...], series: pd.DataFrame) -> str:
     test, name, kind, api = key
     what = "ratio candidate/reference" if kind == "compare" else "median latency"
-    headers = ["run", "started", "commit", "machine", "ort", "median", "ratio [CI]", "change"]
+    headers = ["run", "started", "commit", "branch", "machine", "ort", "median", "ratio [CI]"]
+    headers.append("change")
     rows = []
-    previous: float | None = None
+    previous: float | None = None  # the last valid figure: changes skip invalid rows
     for row in series.to_dict("records"):
         value = _metric(row)
-        change = None if previous is None or previous == 0 else value / previous - 1.0
-        previous = value
+        median = row["median"]
+        if _missing(median):
+            median_cell = "-"
+        else:
+            median_cell = format_seconds(median) if _valid(median) else INVALID
+        if _missing(row.get("ratio")):
+            ratio_cell = "-"
+        elif all(_valid(row.get(k)) for k in ("ratio", "low", "high")):
+            ratio_cell = _fmt_ratio(row)
+        else:
+            ratio_cell = INVALID
+        change = None
+        if _valid(value):
+            change = None if previous is None else value / previous - 1.0
+            previous = value
         rows.append(
             [
                 str(row["run_id"]),
                 _fmt_when(row["started"]),
                 _fmt_commit(row),
-                _text(row["fingerprint"]),
+                _cut(_text(row["branch"]), BRANCH_WIDTH),
+                _text(row["fingerprint"])[:MACHINE_WIDTH],
                 _text(row["ort_version"]),
-                format_seconds(row["median"]),
-                _fmt_ratio(row),
-                format_change(change),
+                median_cell,
+                ratio_cell,
+                format_change(change) if change is not None or _valid(value) else INVALID,
             ]
         )
     title = f"{test}  [{name}]  {kind} via {api}: change of the {what}"
@@ -355,9 +390,10 @@ def cmd_changes(args: argparse.Namespace) -> int:
     headers = ["first run after", "commit", "started (UTC)", "before -> after", "change"]
     blocks = []
     machine_seen = None
-    for (label, key), group in groupby(found, key=lambda c: (c.machine, c.key)):
+    for (label, key, branch), group in groupby(found, key=lambda c: (c.machine, c.key, c.branch)):
         changes = list(group)
         test, name, kind, api = key
+        on = "no branch" if branch is None else f"branch {branch!r}"
         metric = "ratio" if kind == "compare" else "latency"
         rows = []
         for c in changes:
@@ -372,7 +408,7 @@ def cmd_changes(args: argparse.Namespace) -> int:
                     f"{format_change(step.change)} ({way})",
                 ]
             )
-        head = f"{test}  [{name}]  {kind} via {api}, {changes[0].runs} runs"
+        head = f"{test}  [{name}]  {kind} via {api}, {on}, {changes[0].runs} runs"
         head = escape_control(head)
         if label != machine_seen:
             machine_seen = label
@@ -388,6 +424,7 @@ def _change_json(c: Any) -> dict[str, Any]:
     return {
         "machine_class": c.fingerprint,
         "machine": c.machine,
+        "branch": c.branch,
         "test": c.test,
         "name": c.name,
         "kind": c.kind,

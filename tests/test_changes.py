@@ -304,9 +304,14 @@ def test_branch_filter_keeps_one_branch(tmp_path: Path) -> None:
     path = tmp_path / "r.sqlite"
     save_history(path, [1.0] * 10, branch="main")
     save_history(path, [1.5] * 10, branch="feature", start=T0 + 10_000)
-    assert len(history_changes(str(path))) == 1  # main then feature: a step
+    # Issue 24 item 23: branches are separate histories, never main's level then a
+    # feature branch's read as a step.
+    assert history_changes(str(path)) == []
     assert history_changes(str(path), branch="main") == []
     assert history_changes(str(path), branch="feature") == []
+    save_history(path, [1.5] * 8 + [1.8] * 8, branch="feature", start=T0 + 20_000)
+    (step,) = history_changes(str(path))
+    assert (step.branch, step.runs) == ("feature", 26)
 
 
 def test_smoke_runs_give_nothing(tmp_path: Path) -> None:
@@ -348,7 +353,9 @@ def test_changes_command(db: Path, capsys: pytest.CaptureFixture[str], tmp_path:
     assert out.startswith(f"== {label} ==\ntests/test_m.py::test_cmp  [fused]  compare via run")
     assert out.count("==") == 2  # one machine class: "Other CPU" has no step
     lines = out.splitlines()
-    title = lines.index("tests/test_m.py::test_lat  [latency]  latency via run, 16 runs")
+    title = lines.index(
+        "tests/test_m.py::test_lat  [latency]  latency via run, branch 'main', 16 runs"
+    )
     row = lines[title + 3]
     assert row.split()[:4] == ["9", "c008ffff", "2023-11-14", "22:21"]
     assert "1.00 ms -> 1.20 ms  +20.0% (slower)" in row
@@ -364,6 +371,73 @@ def test_changes_command(db: Path, capsys: pytest.CaptureFixture[str], tmp_path:
     assert doc[1]["run_id"] == 9 and doc[1]["direction"] == "up"
     assert doc[1]["change"] == pytest.approx(0.2)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["changes.json", "results.sqlite"]
+
+
+def test_changes_command_names_the_branch(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "r.sqlite"
+    save_history(path, [1.0] * 8 + [1.3] * 8, branch="main")
+    save_history(path, [1.0] * 16, branch="feature", start=T0 + 10_000)
+    code, out, _ = run(capsys, "changes", "--store", str(path), "--json", str(tmp_path / "c.json"))
+    assert code == 0
+    assert "branch 'main'" in out and "feature" not in out
+    (change,) = json.loads((tmp_path / "c.json").read_text())
+    assert change["branch"] == "main"
+
+
+def garbage_store(path: Path) -> list[int]:
+    """Five runs of a latency on main and one on a branch, then three rows damaged by hand:
+    an infinite median, a negative one, and a comparison ratio of -1."""
+    ids = save_history(path, [1.0, 1.0, 1.0, 1.0, 1.0], compare_ratio=0.8)
+    ids += save_history(path, [1.1], branch="feature/x", start=T0 + 1000, compare_ratio=0.8)
+    import sqlite3
+
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE measurements SET median = 1e400 WHERE run_id = ? AND kind = 'latency'",
+                     (ids[1],))  # fmt: skip
+        conn.execute("UPDATE measurements SET median = -0.001 WHERE run_id = ? AND kind = 'latency'",
+                     (ids[2],))  # fmt: skip
+        conn.execute("UPDATE measurements SET ratio = -1.0 WHERE run_id = ? AND kind = 'compare'",
+                     (ids[3],))  # fmt: skip
+    return ids
+
+
+def test_history_command_shows_garbage_rows_as_invalid(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Issue 24 item 10: garbage rows showed as "inf s", "-1.00 ms" and "-15236.8%".
+    path = tmp_path / "r.sqlite"
+    ids = garbage_store(path)
+    code, out, _ = run(capsys, "history", "--store", str(path))
+    assert code == 0
+    assert "inf" not in out and "-1.00 ms" not in out and "-200" not in out
+    latency, compare = out.split("\n\n")
+    rows = {
+        block: {line.split()[0]: line for line in text.splitlines() if line.strip()[:1].isdigit()}
+        for block, text in (("latency", latency), ("compare", compare))
+    }
+    assert rows["latency"][str(ids[1])].split()[-3:] == ["invalid", "-", "invalid"]
+    assert rows["latency"][str(ids[2])].split()[-3:] == ["invalid", "-", "invalid"]
+    assert rows["compare"][str(ids[3])].split()[-2:] == ["invalid", "invalid"]
+    # a change after an invalid row is against the last valid one
+    assert rows["latency"][str(ids[3])].split()[-1] == "+0.0%"
+    assert rows["compare"][str(ids[4])].split()[-1] == "+0.0%"
+    assert rows["latency"][str(ids[5])].split()[-1] == "+10.0%"
+
+
+def test_history_command_has_a_branch_column(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "r.sqlite"
+    save_history(path, [1.0] * 3)
+    save_history(path, [1.1], branch="feature/x", start=T0 + 1000)
+    code, out, _ = run(capsys, "history", "--store", str(path))
+    assert code == 0
+    header = next(line for line in out.splitlines() if line.startswith("run"))
+    assert "branch" in header.split()
+    assert sum("feature/x" in line for line in out.splitlines()) == 1
+    assert sum(" main " in line for line in out.splitlines()) == 3
 
 
 def test_changes_command_filters_and_nothing_found(

@@ -2,7 +2,7 @@
 
 :func:`history_changes` reads the store (:func:`pytest_ortperf.store.read_results`), takes
 one value per run for each measurement on each machine class (the ``fingerprint`` column:
-the hardware hash), oldest first, and finds the steps in it with the pure
+the hardware hash) and git branch, oldest first, and finds the steps in it with the pure
 :func:`pytest_ortperf.gating.changes.find_changes`. ``ortperf changes`` and the HTML
 report's "Change points" section show what it returns.
 """
@@ -24,9 +24,10 @@ MeasurementKey = tuple[str, str, str, str]
 
 @dataclass(frozen=True)
 class MeasurementChange:
-    """A step in the history of one measurement on one machine class. ``change`` names the
-    first run after the step (its ``run_id`` and ``commit``); ``started`` is when that run
-    started (ISO 8601, UTC); ``runs`` is the length of the history searched."""
+    """A step in the history of one measurement on one machine class and branch.
+    ``change`` names the first run after the step (its ``run_id`` and ``commit``);
+    ``started`` is when that run started (ISO 8601, UTC); ``runs`` is the length of the
+    history searched; ``branch`` its git branch (None: runs outside any branch)."""
 
     fingerprint: str | None
     machine: str
@@ -37,6 +38,7 @@ class MeasurementChange:
     change: Change
     started: str
     runs: int
+    branch: str | None = None
 
     @property
     def key(self) -> MeasurementKey:
@@ -70,14 +72,15 @@ def history_changes(
     min_change: float = MIN_CHANGE,
     last: int | None = CHANGE_POINT_RUNS,
 ) -> list[MeasurementChange]:
-    """The steps in the history of every stored measurement, per machine class.
+    """The steps in the history of every stored measurement, per machine class and branch
+    (a branch's runs are never read as a step from another branch's level).
 
     Only measured rows (not smoke runs) of complete runs count, one value per run (the
     last one stored): the ratio of a comparison, the median of a latency. ``branch`` keeps
     the runs of one branch; ``machine`` the machine classes whose fingerprint starts with
     it; ``test`` the measurements whose node id contains it; ``keys`` only those
     measurements; ``last`` the newest runs of those (None: every run). Changes are
-    ordered by machine class, measurement, then run. Raises StoreError when the store
+    ordered by machine class, measurement, branch, then run. Raises StoreError when the store
     cannot be read, ValueError for a bad ``min_change``.
     """
     from pytest_ortperf.store import INTERRUPTED, list_runs, read_results
@@ -104,18 +107,19 @@ def history_changes(
     if machine:
         frame = frame[frame["fingerprint"].fillna("").astype(str).str.startswith(machine)]
     wanted = None if keys is None else set(keys)
-    series: dict[tuple[str | None, MeasurementKey], dict[int, dict[str, Any]]] = {}
+    series: dict[tuple[str | None, str | None, MeasurementKey], dict[int, dict[str, Any]]] = {}
     for record in frame.to_dict("records"):
         row = {str(k): v for k, v in record.items()}
         key = (str(row["test"]), str(row["name"]), str(row["kind"]), str(row["api"]))
         if (wanted is not None and key not in wanted) or _value(row) is None:
             continue
-        runs = series.setdefault((_text(row.get("fingerprint")), key), {})
+        history = (_text(row.get("fingerprint")), _text(row.get("branch")), key)
+        runs = series.setdefault(history, {})
         runs.pop(int(row["run_id"]), None)  # one value per run: the last one stored
         runs[int(row["run_id"])] = row
     out: list[MeasurementChange] = []
-    for (fingerprint, key), by_run in sorted(
-        series.items(), key=lambda item: (item[0][0] or "", item[0][1])
+    for (fingerprint, branch_of, key), by_run in sorted(
+        series.items(), key=lambda item: (item[0][0] or "", item[0][2], item[0][1] or "")
     ):
         rows = list(by_run.values())  # oldest first, as read_results orders them
         values = [v for v in (_value(r) for r in rows) if v is not None]
@@ -142,6 +146,7 @@ def history_changes(
                     change=change,
                     started=started.isoformat() if hasattr(started, "isoformat") else "",
                     runs=len(rows),
+                    branch=branch_of,
                 )
             )
     return out
