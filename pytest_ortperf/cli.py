@@ -1398,13 +1398,9 @@ def ab(
         raise ValueError(f"processes must be a whole number, got {processes!r}")
     if not 1 <= processes <= MAX_PROCESSES:
         raise ValueError(f"processes must be between 1 and {MAX_PROCESSES}, got {processes}")
-    model_bytes = model if isinstance(model, bytes) else None
-    if model_bytes is None:
-        from pytest_ortperf.ort_session import load_model_bytes
+    from pytest_ortperf.ort_session import load_model_bytes
 
-        model_bytes, label = load_model_bytes(model)
-    else:
-        label = "<bytes>"
+    _, label = load_model_bytes(model)  # a missing file fails here, before any worker
     with contextlib.ExitStack() as stack:
         envs = [
             stack.enter_context(RemoteEnvironment(spec, cache=cache, timeout_s=timeout_s))
@@ -1412,8 +1408,9 @@ def ab(
         ]
 
         def maker(env: RemoteEnvironment, arm: str) -> Callable[[], RemoteSession]:
+            # the model as given (a path is read by each session, and named by it in errors)
             return lambda: env.session(
-                model_bytes, name=f"{label} [{arm}]", providers=providers, threads=threads
+                model, name=f"{label} [{arm}]", providers=providers, threads=threads
             )
 
         arms = ((envs[0], "A"), (envs[1], "B"))

@@ -126,6 +126,16 @@ class WorkerProcess:
             thread.start()
         try:
             self.info = self.request("hello", timeout=timeout)
+        except WorkerError as exc:
+            # The worker's imports failed: the real cause is on its stderr (an old
+            # onnxruntime under numpy 2 prints numpy's explanation, then raises a bare
+            # ImportError), which the error quotes.
+            self._stderr_settled()
+            tail = self.stderr_tail()
+            self.close()
+            if tail and "stderr of the worker" not in str(exc):
+                raise WorkerError(self._failure(str(exc))) from None
+            raise
         except BaseException:
             self.close()
             raise
@@ -138,6 +148,15 @@ class WorkerProcess:
     def _drain(self, stream: IO[bytes]) -> None:
         for line in stream:
             self._stderr.append(line.decode("utf-8", "replace").rstrip())
+
+    def _stderr_settled(self, timeout: float = 1.0) -> None:
+        """Wait (briefly) until the worker's stderr stops growing: a worker writes its
+        traceback there just before its answer, which can arrive first."""
+        deadline = time.monotonic() + timeout
+        seen = -1
+        while time.monotonic() < deadline and len(self._stderr) != seen:
+            seen = len(self._stderr)
+            time.sleep(0.1)
 
     def stderr_tail(self) -> str:
         """The last lines the worker wrote to stderr (waits briefly for a dead one's)."""

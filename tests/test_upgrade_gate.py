@@ -561,3 +561,122 @@ def test_ctrl_c_on_ortperf_ab_exits_130_cleanly(tmp_path: Path) -> None:
     while any(alive(p) for p in workers) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not any(alive(p) for p in workers), "workers outlived ortperf ab"
+
+
+# ------------------------------------------------------------------------ environments under faults
+
+
+def test_requirement_strings_are_not_pip_options(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 24, item 13: ``--a '--target=X onnxruntime==1.30.0'`` installed into X."""
+    monkeypatch.chdir(tmp_path)
+    model = tmp_path / "m.onnx"
+    onnx.save(attention(), model)
+    status = main(["ab", str(model), "--a", "--target=PWNED7 onnxruntime==1.30.0", "--b",
+                   sys.executable, "--profile-runs", "0"])  # fmt: skip
+    assert status == 2
+    assert "'--target=PWNED7' is a pip option, not a requirement" in capsys.readouterr().err
+    assert not (tmp_path / "PWNED7").exists()
+    for spec in (["onnxruntime==1.30.0", "-r", "reqs.txt"], "--target=/tmp/x onnxruntime"):
+        with pytest.raises(ValueError, match="is a pip option, not a requirement"):
+            EnvSpec.parse(spec)
+
+
+def test_old_onnxruntime_gets_a_numpy_it_was_built_for() -> None:
+    """Issue 24, item 14: onnxruntime before 1.19 is built against numpy 1.x (1.19.0 is the
+    first built for numpy 2): an environment naming no numpy gets numpy<2."""
+    from pytest_ortperf.environments import install_requirements
+
+    assert install_requirements(["onnxruntime==1.17.3"]) == ["onnxruntime==1.17.3", "numpy<2"]
+    assert install_requirements(["onnxruntime-gpu==1.18.1"])[-1] == "numpy<2"
+    assert install_requirements(["onnxruntime==1.19.0"]) == ["onnxruntime==1.19.0"]
+    assert install_requirements(["onnxruntime==1.17.3", "numpy==1.26.4"]) == [
+        "onnxruntime==1.17.3", "numpy==1.26.4",
+    ]  # fmt: skip
+    assert install_requirements(["onnxruntime-extensions==0.10.0"]) == [
+        "onnxruntime-extensions==0.10.0"
+    ]
+
+
+BROKEN_ORT = """
+import sys
+sys.stderr.write("A module that was compiled using NumPy 1.x cannot be run in NumPy 2.4.0 "
+                 "as it may crash.\\n")
+raise ImportError()
+"""
+
+
+def test_import_error_of_an_old_onnxruntime_is_quoted_with_the_models_path(
+    tmp_path: Path, no_leftovers: None
+) -> None:
+    """Issue 24, item 14: an onnxruntime whose import fails with a bare ImportError (as
+    1.17 under numpy 2) read "could not load model <bytes>: ... ImportError: ImportError".
+    The error names the model's file and quotes what the import printed."""
+    import sysconfig
+
+    venv = tmp_path / "v"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    site = next((venv / "lib").glob("python*/site-packages"))
+    (site / "onnxruntime").mkdir()
+    (site / "onnxruntime" / "__init__.py").write_text(BROKEN_ORT)
+    (site / "here.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")  # numpy
+    model = tmp_path / "m.onnx"
+    onnx.save(attention(), model)
+    with pytest.raises(WorkerError) as caught:
+        RemoteEnvironment(venv).session(model)
+    text = str(caught.value)
+    assert "could not load model m.onnx" in text and "<bytes>" not in text
+    assert "compiled using NumPy 1.x cannot be run in NumPy 2.4.0" in text
+
+
+@needs_registry
+def test_installed_environment_is_checked_before_it_is_ready(tmp_path: Path) -> None:
+    """Issue 24, item 12: ready.json is written only once the new environment imports
+    onnxruntime; one that does not is an error that says so, and nothing is left."""
+    with pytest.raises(EnvironmentSetupError, match=r"installed, but not usable: importing "
+                       r"onnxruntime failed:(.|\n)*No module named"):  # fmt: skip
+        ensure(EnvSpec.parse("six"), cache=tmp_path)
+    assert not [p for p in tmp_path.iterdir() if p.is_dir()]
+
+
+def _copy_env(source: Path, cache: Path) -> Path:
+    """A copy of a cached environment (the 1.31.1 one) as the entry of its key in
+    ``cache``: a venv's interpreter and packages work from another directory."""
+    import shutil
+
+    root = cache / EnvSpec.parse(OLD).key()
+    shutil.copytree(source.parent.parent, root, symlinks=True)
+    return root
+
+
+@needs_registry
+def test_damaged_environment_is_detected_and_made_again(old_python: Path, tmp_path: Path) -> None:
+    """Issue 24, item 12: a removed interpreter, a truncated library, a removed package
+    each reported as what it is (not as a model that does not load), and the entry made
+    again by the next use."""
+    from pytest_ortperf.environments import verify
+
+    spec = EnvSpec.parse(OLD)
+    root = _copy_env(old_python, tmp_path / "a")
+    python = root / "bin" / "python"
+    assert verify(python, spec.requirements) == "1.31.1"
+    assert ensure(spec, cache=tmp_path / "a") == python  # verified, reused
+    package = next((root / "lib").glob("python*/site-packages/onnxruntime"))
+    library = next(package.glob("capi/onnxruntime_pybind11_state*.so"))
+    with library.open("r+b") as fh:
+        fh.truncate(4096)
+    with pytest.raises(EnvironmentSetupError, match=r"importing onnxruntime (failed|crashed)"):
+        verify(python, spec.requirements)
+    (root / "bin" / "python").unlink()
+    with pytest.raises(EnvironmentSetupError, match=r"interpreter .* is missing"):
+        verify(python, spec.requirements)
+
+    other = _copy_env(old_python, tmp_path / "b")
+    import shutil
+
+    shutil.rmtree(next((other / "lib").glob("python*/site-packages/onnxruntime")))
+    with pytest.warns(UserWarning, match=r"is damaged: importing onnxruntime failed"):
+        made = ensure(spec, cache=tmp_path / "b")  # made again, from the registry
+    assert verify(made, spec.requirements) == "1.31.1"
+    assert json.loads((other / "ready.json").read_text())["onnxruntime"] == "1.31.1"
