@@ -48,8 +48,18 @@ def test_latency(ort_session, ort_feeds, ortperf):
 
 def test_per_call_and_latency_budgets_on_real_sessions(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_budgets=PER_CALL)
-    result = pytester.runpytest(*RUN, "--ortperf-json=out.json")
+    result = pytester.runpytest(*RUN, "--ortperf-json=out.json", "--junitxml=junit.xml")
     result.assert_outcomes(passed=2, failed=2)
+    # the terminal summary: one row per budget, violated first
+    result.stdout.fnmatch_lines(
+        [
+            "latency budget*figure*verdict*estimate*bounds*budget*headroom*n",
+            "*test_budgets.py::test_violated::too tight*p99*violated*50.0 us*-*% *[0-9]",
+            "*test_budgets.py::test_met::met*p99*met*[[]*,*]*50.0 ms*+*% *[0-9]",
+        ]
+    )
+    junit = (pytester.path / "junit.xml").read_text()
+    assert "met: single calls p50" in junit and "; budgets: p99 met (headroom +" in junit
     result.stdout.fnmatch_lines(
         [
             "*'too tight' violated its latency budget*",

@@ -611,3 +611,56 @@ def check_figures(
                     f"{_where(test, kind)}: a budget for {budget.figure}, which this "
                     f"measurement does not take (it takes {', '.join(figures)})"
                 )
+
+
+# ------------------------------------------------------------------ what the reports show
+
+TABLE_HEADER = (
+    "latency budget",
+    "figure",
+    "verdict",
+    "estimate",
+    "bounds",
+    "budget",
+    "headroom",
+    "n",
+)
+"""The columns of :func:`table_row`."""
+
+
+def _show(value: float, floor: bool) -> str:
+    if not math.isfinite(value):
+        return "-"
+    return f"{value:.4g}/s" if floor else format_seconds(value)
+
+
+def table_row(measurement: str, v: SloVerdict) -> tuple[str, ...]:
+    """One verdict as a report's table row (:data:`TABLE_HEADER`)."""
+    if v.outcome == "not_gated":
+        return (measurement, "-", "not gated", "-", "-", f"none for {v.machine}", "-", "-")
+    bounds = f"[{_show(v.low, v.floor)}, {_show(v.high, v.floor)}]"
+    headroom = f"{v.headroom:+.1%}" if math.isfinite(v.headroom) else "-"
+    floor = ">= " if v.floor else ""
+    return (
+        measurement,
+        v.figure,
+        v.outcome,
+        _show(v.estimate, v.floor),
+        bounds,
+        f"{floor}{_show(v.budget, v.floor)}",
+        headroom,
+        str(v.n),
+    )
+
+
+def summary_text(verdicts: Sequence[Mapping[str, Any]]) -> str:
+    """The budgets of a record's dict in a line: ``budgets: p99 met (headroom +95.0%)``."""
+    parts = []
+    for data in verdicts:
+        v = SloVerdict.from_dict(data)
+        if v.outcome == "not_gated":
+            parts.append(f"not gated (no budget for {v.machine})")
+            continue
+        room = f" (headroom {v.headroom:+.1%})" if math.isfinite(v.headroom) else ""
+        parts.append(f"{v.figure} {v.outcome}{room}")
+    return "budgets: " + ", ".join(parts)

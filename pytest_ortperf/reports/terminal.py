@@ -228,6 +228,7 @@ def summary_lines(
             width=width,
         )
     lines += tails_throughput_lines(records, width, gap=bool(lines))
+    lines += budget_lines(records, width, gap=bool(lines))
     gated = [
         row for row in summary_rows(records, judgements) if row.outcome is not Outcome.RECORDED
     ]
@@ -322,11 +323,34 @@ def tails_throughput_lines(records: Sequence[Record], width: int, *, gap: bool) 
     return ([""] if gap and lines else []) + lines
 
 
+def budget_lines(records: Sequence[Record], width: int, *, gap: bool) -> list[str]:
+    """The latency budgets' verdicts (``slo=``), one row each, violated first; a blank
+    line first when ``gap``."""
+    from pytest_ortperf.gating.slo import TABLE_HEADER, table_row
+    from pytest_ortperf.results import SLO_OUTCOMES
+
+    rows = [
+        (SLO_OUTCOMES.index(v.outcome), table_row(f"{r.test}::{r.name}", v))
+        for r in records
+        for v in getattr(r, "slo", ())
+    ]
+    if not rows:
+        return []
+    rows.sort(key=lambda row: row[0])
+    table = format_table(TABLE_HEADER, [row for _, row in rows], width=width)
+    return ([""] if gap else []) + table
+
+
 def compact_property(key: str, value: object) -> object:
     """One readable line for an ``ortperf`` / ``ortperf-verdicts`` user property (other
     properties unchanged): what ``--junitxml`` shows."""
     if not isinstance(value, Mapping):
         return value
+    if key == USER_PROPERTY and value.get("slo"):
+        from pytest_ortperf.gating.slo import summary_text
+
+        line = compact_property(key, {k: v for k, v in value.items() if k != "slo"})
+        return f"{line}; {summary_text(value['slo'])}"
     if key == VERDICTS_PROPERTY:
         outcomes = ", ".join(f"{v['metric']}={v['outcome']}" for v in value["verdicts"])
         return f"{value['name']}: {outcomes}"
