@@ -1,10 +1,21 @@
-"""Atomic file writes: a reader never sees half a file, a failure leaves the old one."""
+"""Atomic file writes: a reader never sees half a file, a failure leaves the old one.
+
+What a path to write names decides how it is written (:func:`replacing`,
+:func:`write_atomic`): a regular file, or none, is replaced atomically (a temp file and a
+rename); a symlink is followed, so the file it points to is replaced and the link stays;
+a character device (``/dev/null``, a terminal, ``/dev/stdout``) or a FIFO is written
+through, in place, never replaced (a FIFO needs a reader: without one the write fails at
+once rather than wait); anything else (a directory, a block device, a socket) is refused
+with an OSError naming it.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import re
+import stat
 import sys
 import tempfile
 import time
@@ -12,12 +23,59 @@ from collections.abc import Collection, Iterator
 from pathlib import Path
 
 
+def _through(path: Path) -> int | None:
+    """For a path that names a character device or a FIFO (through symlinks): a
+    descriptor open for writing to it; None for a regular file or no file. Raises
+    OSError for the kinds that are refused, and for a FIFO without a reader."""
+    try:
+        info = os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    mode = info.st_mode
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISCHR(mode) or stat.S_ISFIFO(mode):
+        try:  # O_NONBLOCK: a FIFO without a reader fails (ENXIO) instead of waiting
+            fd = os.open(path, os.O_WRONLY | getattr(os, "O_NONBLOCK", 0))
+        except OSError as exc:
+            if exc.errno == errno.ENXIO and stat.S_ISFIFO(mode):
+                raise OSError(
+                    errno.ENXIO, "a FIFO with no reader: not written", str(path)
+                ) from None
+            raise
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+        return fd
+    kind = "a directory" if stat.S_ISDIR(mode) else (
+        "a block device" if stat.S_ISBLK(mode) else "a socket" if stat.S_ISSOCK(mode)
+        else "not a regular file"
+    )  # fmt: skip
+    raise OSError(
+        errno.EINVAL, f"{kind}: not written (give a file, a character device or a FIFO)", str(path)
+    )
+
+
+def _followed(path: Path) -> Path:
+    """The file a symlink points to (the path itself when it is none): replaced in its
+    place, so the link stays a link."""
+    return Path(os.path.realpath(path)) if path.is_symlink() else path
+
+
 @contextlib.contextmanager
 def replacing(path: Path, *, mode: int | None = None) -> Iterator[Path]:
     """A temp file in ``path``'s directory (created with its missing directories) for the
     block to write; renamed over ``path`` when the block ends, removed when it raises, so
     ``path`` is the old file or the whole new one. ``mode`` defaults to the usual file
-    mode (0o666 less the umask)."""
+    mode (0o666 less the umask). A symlink is followed, a character device or a FIFO is
+    yielded itself to write through, other kinds raise OSError (see the module)."""
+    fd = _through(path)
+    if fd is not None:
+        try:  # held open: a FIFO keeps a writer while the block opens it again
+            yield path
+        finally:
+            os.close(fd)
+        return
+    path = _followed(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
@@ -34,7 +92,13 @@ def replacing(path: Path, *, mode: int | None = None) -> Iterator[Path]:
 
 def write_atomic(path: Path, text: str, *, mode: int | None = None) -> None:
     """Write ``text`` to ``path`` through a temp file in the same directory, fsync and a
-    rename (:func:`replacing`): a reader sees the old file or the new one."""
+    rename (:func:`replacing`): a reader sees the old file or the new one. A character
+    device or a FIFO is written through (see the module)."""
+    fd = _through(path)
+    if fd is not None:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
+            fh.write(text)
+        return
     with (
         replacing(path, mode=mode) as tmp,
         os.fdopen(os.open(tmp, os.O_WRONLY), "w", encoding="utf-8", newline="\n") as fh,
@@ -49,8 +113,14 @@ def append_text(path: Path, text: str) -> None:
     not at all: its UTF-8 bytes go in one ``os.write`` on an ``O_APPEND`` descriptor, and
     a write that fails or comes up short (a full disk) truncates the file back to its size
     before (removes it, when this call created it) and raises OSError. The file never ends
-    with part of ``text`` or half a UTF-8 character."""
+    with part of ``text`` or half a UTF-8 character. A character device or a FIFO is
+    written through (see the module)."""
     data = text.encode("utf-8")
+    through = _through(path)  # a character device or a FIFO: written through, as is
+    if through is not None:
+        with os.fdopen(through, "wb") as fh:
+            fh.write(data)
+        return
     path.parent.mkdir(parents=True, exist_ok=True)
     existed = path.exists()
     flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_BINARY", 0)
