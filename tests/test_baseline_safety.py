@@ -32,6 +32,7 @@ from pytest_ortperf.gating.baseline import (
 )
 
 MODULE = "tests/test_models.py"
+BOTH = ["test_models.json", "test_models.samples.json"]  # a baseline and its raw numbers
 
 # --------------------------------------------------------------------------- the lock
 
@@ -55,7 +56,7 @@ def test_updates_merge_into_the_file_and_leave_no_lock_file(tmp_path: Path) -> N
     assert sorted(load_baseline(path).entries) == ["test_a::lat", "test_b::lat", "test_c::lat"]
     assert third.failed == () and third.notes[0].endswith("test_models.json updated:")
     # No lock file (nor anything else) is left beside the baseline.
-    assert sorted(p.name for p in path.parent.iterdir()) == ["test_models.json"]
+    assert sorted(p.name for p in path.parent.iterdir()) == BOTH
 
 
 def test_lock_timeout_names_the_file_and_leaves_it_alone(tmp_path: Path) -> None:
@@ -158,7 +159,7 @@ def test_concurrent_updates_of_one_module_lose_no_entry(tmp_path: Path) -> None:
         for proc in procs:
             proc.wait(timeout=30)
     assert [proc.returncode for proc in procs] == [0] * workers
-    assert sorted(p.name for p in path.parent.iterdir()) == ["test_models.json"]
+    assert sorted(p.name for p in path.parent.iterdir()) == BOTH
 
 
 # --------------------------------------------------------------------------- kill -9
@@ -221,8 +222,9 @@ def test_a_kill_at_any_write_point_leaves_old_or_new_and_the_next_update_works(
 ) -> None:
     """SIGKILL before and after every call of the update that touches the file system
     (the lock file's open and flock, reading under the lock, the temp file's creation,
-    chmod, write + fsync, the rename, the lock's removal and release): the baseline is
-    then the old file or the new one, complete, and the next update goes through (the
+    chmod, write + fsync, the rename, the lock's removal and release; the samples file's
+    writes before and after the baseline's): the baseline is then the old file or the new
+    one, complete, its raw numbers loading with it, and the next update goes through (the
     kernel released the dead process's lock) and leaves no temp or lock file behind."""
     path = baseline_path(tmp_path / "work" / "test_models.py")
     old_entries = {"test_fused::lat": local_entries()["test_fused::lat"]}
@@ -246,6 +248,7 @@ def test_a_kill_at_any_write_point_leaves_old_or_new_and_the_next_update_works(
         "chmod(.test_models.json.",
         "fsync(",
         "replace(.test_models.json.",
+        "replace(.test_models.samples.json.",  # raw numbers: written before and after
         "unlink(.test_models.json.lock)",
     ]
     for point in expected_points:
@@ -275,7 +278,7 @@ def test_a_kill_at_any_write_point_leaves_old_or_new_and_the_next_update_works(
             if keys not in (wanted, sorted([*wanted, "test_new::lat"])):
                 problems.append(f"{where}: entries {keys}")
             left = sorted(p.name for p in path.parent.iterdir())
-            if left != ["test_models.json"]:
+            if left != BOTH:
                 problems.append(f"{where}: left behind {left}")
     assert problems == []
     assert len(trace) >= len(expected_points)
@@ -446,6 +449,7 @@ def test_stale_temp_files_are_removed_on_the_next_update(tmp_path: Path) -> None
         ".test_other.json.abcd_xyz.tmp",
         "notes.tmp",
         "test_models.json",
+        "test_models.samples.json",
     ]
     # Once old enough, another file's temp goes too (with the default age: 10 minutes).
     os.utime(directory / ".test_other.json.abcd_xyz.tmp", (hour_ago, hour_ago))

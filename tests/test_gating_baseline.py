@@ -20,6 +20,7 @@ from pytest_ortperf.gating.baseline import (
     load_baseline,
     plan_update,
     prune_unused,
+    samples_path,
     unused_entries,
     write_baseline,
 )
@@ -192,16 +193,22 @@ def test_round_trip_and_stable_bytes(tmp_path: Path) -> None:
     loaded = load_baseline(path)
     assert loaded.schema == SCHEMA_VERSION and loaded.path == path
     assert dict(loaded.entries) == entries()
+    samples = samples_path(path)
+    raw = samples.read_bytes()
     write_baseline(path, loaded.entries)
     assert path.read_bytes() == first
+    assert samples.read_bytes() == raw
     doc = json.loads(first)
     assert list(doc) == ["entries", "schema"]
     text = first.decode()
-    # number lists on one line; keys sorted; indent 2
-    assert '"block_ratios": [0.912346, 0.913346,' in text
+    # keys sorted; indent 2; raw numbers in the samples file, named by their digest
+    assert "block_ratios" not in text and "samples" not in text
     assert text.index('"kind"') < text.index('"name"') < text.index('"ratio"')
-    assert '\n  "schema": 2\n' in text
+    assert '\n  "schema": 3\n' in text
+    assert '"raw": "' in text
+    assert '"block_ratios": [\n' in raw.decode()  # wrapped, RAW_PER_LINE numbers a line
     assert oct(path.stat().st_mode & 0o777) == oct(0o644)
+    assert oct(samples.stat().st_mode & 0o777) == oct(0o644)
 
 
 def test_missing_file_is_empty(tmp_path: Path) -> None:
@@ -223,7 +230,7 @@ def test_corrupt_file_names_file_and_line(tmp_path: Path) -> None:
 def test_newer_schema(tmp_path: Path) -> None:
     path = tmp_path / "t.json"
     path.write_text(json.dumps({"schema": SCHEMA_VERSION + 1, "entries": {}}))
-    with pytest.raises(BaselineError, match=r"newer pytest-ortperf \(schema 3 > 2\); upgrade"):
+    with pytest.raises(BaselineError, match=r"newer pytest-ortperf \(schema 4 > 3\); upgrade"):
         load_baseline(path)
     path.write_text(json.dumps({"entries": {}}))
     with pytest.raises(BaselineError, match="schema"):

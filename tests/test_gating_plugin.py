@@ -6,6 +6,8 @@ import json
 import numpy as np
 import pytest
 
+from pytest_ortperf.gating.baseline import load_baseline
+
 INNER = """
 import json, pathlib
 import pytest
@@ -91,11 +93,14 @@ def test_update_writes_a_reviewable_baseline_and_a_rerun_is_ok(suite):
         ["*baseline __ortperf__/test_perf.json updated:*", "*test_attention::attention: new*"]
     )
     data = json.loads(baseline_file(suite).read_text())
-    assert data["schema"] == 2
+    assert data["schema"] == 3
     entry = data["entries"]["test_attention::attention"]
     assert entry["kind"] == "compare" and entry["ratio"] == pytest.approx(0.9)
-    # Taken as ten runs on fresh sessions, whose spread is the between-run variance.
-    assert entry["runs"] == [25] * 10 and len(entry["block_ratios"]) == 250
+    # Taken as ten runs on fresh sessions, whose spread is the between-run variance; the
+    # raw numbers in the samples file beside it.
+    assert "block_ratios" not in entry
+    raw = load_baseline(baseline_file(suite)).entries["test_attention::attention"]
+    assert entry["runs"] == [25] * 10 and len(raw["block_ratios"]) == 250
     latency = data["entries"]["test_latency::lr"]
     assert latency["mode"] == "normalized" and latency["control"]["model"] == "ortperf-control"
     assert entry["op_histograms"]["candidate"]["FusedMatMul"] == 1
@@ -247,7 +252,7 @@ def test_update_respects_k_and_reports_old_to_new(suite):
 
 def test_corrupt_baseline_fails_clearly_and_is_kept(suite):
     take_baseline(suite)
-    text = baseline_file(suite).read_text().replace('"schema": 2', '"schema": 2,,', 1)
+    text = baseline_file(suite).read_text().replace('"schema": 3', '"schema": 3,,', 1)
     baseline_file(suite).write_text(text)
     result = suite.runpytest(*RUN, "--ortperf")
     result.assert_outcomes(failed=2)
@@ -263,7 +268,7 @@ def test_newer_schema_asks_for_an_upgrade(suite):
     baseline_file(suite).write_text(json.dumps(data))
     result = suite.runpytest(*RUN, "--ortperf")
     result.assert_outcomes(failed=2)
-    result.stdout.fnmatch_lines(["*newer pytest-ortperf (schema 99 > 2); upgrade the plugin*"])
+    result.stdout.fnmatch_lines(["*newer pytest-ortperf (schema 99 > 3); upgrade the plugin*"])
 
 
 def test_update_never_fails_for_a_regression(suite):

@@ -1,8 +1,19 @@
-"""Baseline files: ``__ortperf__/<module>.json`` beside each test module.
+"""Baseline files: ``__ortperf__/<module>.json`` beside each test module, and the raw
+numbers of its entries in ``__ortperf__/<module>.samples.json``.
 
-Format (``schema`` 2; schema 1 files are read as they are)::
+Format (``schema`` 3; schema 1 and 2 files, raw numbers inline, are read as they are and
+written as schema 3 by the next update)::
 
-    {"schema": 2, "entries": {"<test id within its module>::<measurement name>": {...}}}
+    {"schema": 3, "entries": {"<test id within its module>::<measurement name>": {...}}}
+    {"schema": 3, "raw": {"<entry key>": {"<digest>": {"samples": [...], ...}}}}
+
+An entry's raw numbers (:data:`RAW_FIELDS`) live in the samples file under its key and the
+digest of their text; the entry names that digest in its ``raw`` field. So a refresh of an
+unchanged model changes a few short lines per entry of ``<module>.json`` (median, ratio,
+interval, date, digest) and the samples file's lines of that entry (numbers wrapped at
+:data:`RAW_PER_LINE` a line). The samples file holds every version that one of the two
+files on disk references while an update writes them, so a kill at any point leaves
+entries whose raw numbers are there.
 
 A ``compare`` entry holds ``ratio``/``low``/``high``/``confidence``/``n``, the paired
 ``block_ratios``, ``runs`` (how many consecutive block ratios each independent run took:
@@ -14,9 +25,9 @@ between-run variance; absent in schema 1: one run), ``medians`` (seconds per cal
 workload (``{"model", "median"}``). Both kinds carry ``test``, ``name``, ``api``,
 ``environment`` (the fingerprint's machine and software keys: CPU model and ISA flags,
 effective CPUs, ORT version and build, Python/numpy/onnx versions, machine hash) and the
-``updated`` date. Floats are rounded to 6 significant
-digits, keys sorted, and lists of numbers written on one line, so a re-measured entry shows
-as a few changed lines in a pull request.
+``updated`` date. Floats are rounded to 6 significant digits, keys sorted, lists of
+numbers in an entry on one line, so a re-measured entry shows as a few changed lines in a
+pull request.
 
 Writes are atomic (temporary file in the same directory, fsync, ``os.replace``), and an
 update (:func:`update_baseline`) reads, merges and writes a file under its lock
@@ -31,6 +42,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime
+import hashlib
 import json
 import math
 from collections import defaultdict
@@ -67,7 +79,14 @@ from pytest_ortperf.units import (
     format_seconds,
 )
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
+RAW_FIELDS = ("samples", "block_ratios")
+"""Entry fields of raw numbers, kept in the samples file (schema 3); any other field stays
+in the entry."""
+RAW_REF = "raw"
+"""The entry field naming the digest of its raw numbers in the samples file."""
+RAW_PER_LINE = 8
+"""Numbers per line in the samples file (lines stay under 120 characters)."""
 DIRNAME = "__ortperf__"
 KINDS = ("compare", "latency", "memory")
 ROLES = ("reference", "candidate")
@@ -190,29 +209,74 @@ def _scalar(value: Any) -> bool:
     return value is None or isinstance(value, (str, int, float, bool))
 
 
-def _encode(value: Any, level: int) -> str:
+def _encode(value: Any, level: int, wrap: int = 0) -> str:
+    """JSON text, indent 2, keys sorted; a list of scalars on one line, or ``wrap`` a line."""
     pad = "  " * level
     if isinstance(value, Mapping):
         if not value:
             return "{}"
         items = [
-            f"{pad}  {json.dumps(str(k), ensure_ascii=False)}: {_encode(value[k], level + 1)}"
+            f"{pad}  {json.dumps(str(k), ensure_ascii=False)}: "
+            + _encode(value[k], level + 1, wrap)
             for k in sorted(value, key=str)
         ]
         return "{\n" + ",\n".join(items) + "\n" + pad + "}"
     if isinstance(value, (list, tuple)):
         if all(_scalar(v) for v in value):
-            return "[" + ", ".join(_encode(v, level + 1) for v in value) + "]"
-        items = [f"{pad}  {_encode(v, level + 1)}" for v in value]
+            texts = [_encode(v, level + 1) for v in value]
+            if not wrap or len(texts) <= wrap:
+                return "[" + ", ".join(texts) + "]"
+            lines = [
+                f"{pad}  " + ", ".join(texts[i : i + wrap]) for i in range(0, len(texts), wrap)
+            ]
+            return "[\n" + ",\n".join(lines) + "\n" + pad + "]"
+        items = [f"{pad}  {_encode(v, level + 1, wrap)}" for v in value]
         return "[\n" + ",\n".join(items) + "\n" + pad + "]"
     return json.dumps(value, ensure_ascii=False, allow_nan=False)
 
 
+RawVersions = dict[str, dict[str, dict[str, Any]]]
+"""The samples file's ``raw``: ``{entry key: {digest: {field: [numbers]}}}``."""
+
+
+def samples_path(path: Path) -> Path:
+    """``__ortperf__/<module>.samples.json``: the raw numbers of the baseline file ``path``."""
+    return path.with_name(f"{path.stem}.samples.json")
+
+
+def _digest(raw: Mapping[str, Any]) -> str:
+    text = json.dumps(raw, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def split_entries(
+    entries: Mapping[str, Mapping[str, Any]],
+) -> tuple[dict[str, dict[str, Any]], RawVersions]:
+    """``entries`` (floats rounded) as the two files keep them: each entry without its
+    :data:`RAW_FIELDS` but with their digest in ``raw``, and those fields per key and digest."""
+    summaries: dict[str, dict[str, Any]] = {}
+    raw: RawVersions = {}
+    for key, entry in round_floats(entries).items():
+        data = {f: entry[f] for f in RAW_FIELDS if f in entry}
+        rest = {k: v for k, v in entry.items() if k not in data and k != RAW_REF}
+        if data:
+            digest = _digest(data)
+            rest[RAW_REF] = digest
+            raw[key] = {digest: data}
+        summaries[key] = rest
+    return summaries, raw
+
+
 def dumps_baseline(entries: Mapping[str, Mapping[str, Any]]) -> str:
-    """The file text for ``entries``: sorted keys, indent 2, number lists on one line,
-    floats to 6 significant digits, trailing newline."""
-    document = {"schema": SCHEMA_VERSION, "entries": round_floats(entries)}
+    """The text of ``<module>.json`` for ``entries``: sorted keys, indent 2, number lists on
+    one line, floats to 6 significant digits, raw numbers replaced by their digest."""
+    document = {"schema": SCHEMA_VERSION, "entries": split_entries(entries)[0]}
     return _encode(document, 0) + "\n"
+
+
+def dumps_samples(raw: RawVersions) -> str:
+    """The text of ``<module>.samples.json``: :data:`RAW_PER_LINE` numbers a line."""
+    return _encode({"schema": SCHEMA_VERSION, "raw": raw}, 0, wrap=RAW_PER_LINE) + "\n"
 
 
 # --------------------------------------------------------------------------- reading
@@ -374,8 +438,8 @@ def _check_entry(path: Path, key: str, entry: Any) -> None:
     )
 
 
-def parse_baseline(text: str, path: Path) -> Baseline:
-    """Parse and validate the text of a baseline file (``path`` is used in messages)."""
+def _document(text: str, path: Path) -> Mapping[str, Any]:
+    """The JSON object of a baseline or samples file, with its ``schema`` checked."""
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -397,12 +461,80 @@ def parse_baseline(text: str, path: Path) -> Baseline:
             f"{path}: written by a newer pytest-ortperf (schema {schema} > {SCHEMA_VERSION}); "
             "upgrade the plugin"
         )
+    return data
+
+
+def _parse_samples(text: str | None, path: Path, main: Path) -> RawVersions:
+    """The ``raw`` versions of a samples file (``text`` None: the file is missing)."""
+    if text is None:
+        raise BaselineError(
+            f"{path}: missing; it holds the raw numbers of the entries of {main} "
+            "(restore both files together, or delete both and run --ortperf-update)"
+        )
+    raw = _document(text, path).get("raw", {})
+    if not isinstance(raw, Mapping) or not all(
+        isinstance(versions, Mapping)
+        and all(isinstance(data, Mapping) for data in versions.values())
+        for versions in raw.values()
+    ):
+        raise BaselineError(f"{path}: 'raw' must map entry keys to {{digest: {{field: [...]}}}}")
+    return {k: {d: dict(data) for d, data in v.items()} for k, v in raw.items()}
+
+
+def _with_raw(
+    entry: Mapping[str, Any], key: str, raw: RawVersions, path: Path, main: Path
+) -> dict[str, Any]:
+    """``entry`` with the raw numbers its ``raw`` digest names in the samples file."""
+    digest = entry[RAW_REF]
+    data = raw.get(key, {}).get(digest) if isinstance(digest, str) else None
+    if data is None:
+        raise BaselineError(
+            f"{path}: entry {key!r}: no raw numbers for digest {digest!r} that {main} names "
+            "(restore both files together, or delete both and run --ortperf-update)"
+        )
+    unknown = sorted(set(data) - set(RAW_FIELDS))
+    if unknown:
+        raise BaselineError(f"{path}: entry {key!r}: field {unknown[0]!r} is not a raw field")
+    try:
+        matches = _digest(data) == digest
+    except (TypeError, ValueError):
+        matches = False
+    if not matches:
+        raise BaselineError(
+            f"{path}: entry {key!r}: raw numbers do not match their digest {digest!r} "
+            "(edited by hand?)"
+        )
+    return {**{k: v for k, v in entry.items() if k != RAW_REF}, **data}
+
+
+def parse_baseline(text: str, path: Path, samples_text: str | None = None) -> Baseline:
+    """Parse and validate the text of a baseline file and of its samples file (``None``:
+    there is none); ``path`` is used in messages. The entries hold their raw numbers."""
+    data = _document(text, path)
+    schema = data["schema"]
     entries = data.get("entries", {})
     if not isinstance(entries, Mapping):
         raise BaselineError(f"{path}: 'entries' must be an object")
+    raw: RawVersions | None = None
+    merged: dict[str, Any] = {}
     for key, entry in entries.items():
+        if schema >= 3 and isinstance(entry, Mapping) and RAW_REF in entry:
+            if raw is None:
+                raw = _parse_samples(samples_text, samples_path(path), path)
+            entry = _with_raw(entry, key, raw, samples_path(path), path)
         _check_entry(path, key, entry)
-    return Baseline(path=path, schema=schema, entries=dict(entries))
+        merged[key] = entry
+    return Baseline(path=path, schema=schema, entries=merged)
+
+
+def _read_text(path: Path) -> str | None:
+    """The text of ``path``; None when it does not exist."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BaselineError(f"{path}: cannot read: {exc}") from exc
 
 
 def load_baseline(path: Path) -> Baseline:
@@ -412,34 +544,70 @@ def load_baseline(path: Path) -> Baseline:
     or the entry and field of an invalid entry, or a newer schema).
     """
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
+    text = _read_text(path)
+    if text is None:
         return Baseline(path=path)
-    except (OSError, UnicodeDecodeError) as exc:
-        raise BaselineError(f"{path}: cannot read: {exc}") from exc
-    return parse_baseline(text, path)
+    return parse_baseline(text, path, _read_text(samples_path(path)))
 
 
 # --------------------------------------------------------------------------- writing
 
 
+def _referenced(path: Path) -> RawVersions:
+    """The raw versions the baseline file on disk names (none where it cannot be read)."""
+    try:
+        text = _read_text(path)
+        if text is None:
+            return {}
+        entries = _document(text, path).get("entries")
+        raw = _parse_samples(_read_text(samples_path(path)), samples_path(path), path)
+    except BaselineError:
+        return {}
+    if not isinstance(entries, Mapping):
+        return {}
+    kept: RawVersions = {}
+    for key, entry in entries.items():
+        digest = entry.get(RAW_REF) if isinstance(entry, Mapping) else None
+        if isinstance(digest, str) and digest in raw.get(key, {}):
+            kept.setdefault(key, {})[digest] = raw[key][digest]
+    return kept
+
+
 def write_baseline(path: Path, entries: Mapping[str, Mapping[str, Any]]) -> None:
-    """Write ``entries`` atomically; with no entries, delete the file (and an empty
-    ``__ortperf__`` directory). The previous file survives any failure."""
+    """Write ``entries`` atomically to the baseline file and its samples file; with no
+    entries, delete both (and an empty ``__ortperf__`` directory).
+
+    The samples file is written first holding the raw numbers of both the old and the new
+    entries, then the baseline file, then the samples file again without the old ones: a
+    failure or a kill at any point leaves the old or the new baseline file, each with its
+    raw numbers (a version no file names any more goes with the next write). Call it
+    under :func:`baseline_lock`."""
     path = Path(path)
+    samples = samples_path(path)
     if not entries:
-        with contextlib.suppress(FileNotFoundError):
-            path.unlink()
+        for stale in (path, samples):
+            with contextlib.suppress(FileNotFoundError):
+                stale.unlink()
         with contextlib.suppress(OSError):
             path.parent.rmdir()  # only succeeds when empty
         return
-    text = dumps_baseline(entries)  # serialize first: a failure here touches nothing
+    summaries, raw = split_entries(entries)  # serialize first: a failure here touches nothing
+    text = _encode({"schema": SCHEMA_VERSION, "entries": summaries}, 0) + "\n"
     try:
         mode = path.stat().st_mode & 0o777
     except FileNotFoundError:
         mode = 0o644
+    both = _referenced(path)
+    for key, versions in raw.items():
+        both.setdefault(key, {}).update(versions)
+    if raw:
+        write_atomic(samples, dumps_samples(both), mode=mode)
     write_atomic(path, text, mode=mode)
+    if not raw:
+        with contextlib.suppress(FileNotFoundError):
+            samples.unlink()
+    elif both != raw:
+        write_atomic(samples, dumps_samples(raw), mode=mode)
 
 
 # --------------------------------------------------------------------------- entries
@@ -787,7 +955,7 @@ def baseline_lock(path: Path, *, timeout: float | None = None) -> Iterator[None]
     path = Path(path)
     wait = LOCK_TIMEOUT_S if timeout is None else timeout
     with file_lock(lock_path(path), timeout=wait, what=path):
-        remove_stale_temps(path.parent, owned=(path.name,))
+        remove_stale_temps(path.parent, owned=(path.name, samples_path(path).name))
         yield
     with contextlib.suppress(OSError):
         path.parent.rmdir()  # only succeeds when empty
