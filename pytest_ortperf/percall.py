@@ -26,13 +26,15 @@ that would pass it.
 A *sized* measurement (``sized=True``: a tail verdict that needs ``min_calls`` and
 ``min_rounds``) stretches its cap to what the first round says they take, twice over for
 rounds lost to preemption, up to :data:`SIZED_CAP_BUDGETS` budgets; when even that cannot
-hold them it stops after the first round with a :class:`PerCallError` that says so.
+hold them it says so at once with a :class:`PerCallWarning` (and measures to that bound:
+the verdict is then likely inconclusive, and says why).
 """
 
 from __future__ import annotations
 
 import math
 import time
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -78,6 +80,10 @@ SIZED_MARGIN = 2.0
 
 class PerCallError(ValueError):
     """A per-call measurement cannot reach what it was asked for."""
+
+
+class PerCallWarning(UserWarning):
+    """A sized per-call measurement will likely not reach its calls within its bound."""
 
 
 @dataclass(frozen=True)
@@ -138,6 +144,9 @@ class PerCallSamples:
     preempted: int = 0
     watched: bool = False
     preempted_kept: bool = False
+    preempted_ns: tuple[int, ...] = ()
+    """The single calls of the rounds left out (empty when they were kept): a latency
+    budget counts them, since a busy machine really does answer late."""
 
 
 def measure_per_call(
@@ -213,6 +222,11 @@ def measure_per_call(
                 preempted=dropped,
                 watched=watch_cpu,
                 preempted_kept=keep_all and dropped > 0,
+                preempted_ns=()
+                if keep_all
+                else tuple(
+                    x for r, h in enumerate(hit) if h for x in singles[i][r * m : (r + 1) * m]
+                ),
             )
         )
     return out
@@ -220,20 +234,25 @@ def measure_per_call(
 
 def _sized_cap(cfg: PerCallConfig, m: int, start: int, now: int) -> tuple[int, int]:
     """The cap and give-up readings of a sized measurement (``m`` single calls a round),
-    from its first round's duration; a :class:`PerCallError` when
-    :data:`SIZED_CAP_BUDGETS` cannot hold it."""
+    from its first round's duration; a :class:`PerCallWarning` when
+    :data:`SIZED_CAP_BUDGETS` budgets cannot hold it."""
     rounds = max(cfg.min_rounds, math.ceil(cfg.min_calls / m))
-    needed_s = rounds * (now - start) * NS
+    round_s = (now - start) * NS
+    needed_s = rounds * round_s
     limit_s = SIZED_CAP_BUDGETS * cfg.budget_s
     if needed_s > limit_s:
-        raise PerCallError(
-            f"{cfg.min_calls} single calls per target in {rounds} rounds would take about "
-            f"{needed_s:.3g} s (one round took {(now - start) * NS:.3g} s), more than "
-            f"{SIZED_CAP_BUDGETS:g} budgets ({limit_s:g} s) allow: raise the budget "
-            "(--ortperf-budget) or ask for a less extreme quantile"
+        warnings.warn(
+            f"per_call: {cfg.min_calls} single calls per target in {rounds} rounds would take "
+            f"about {needed_s:.3g} s (the first round took {round_s:.3g} s), more than the "
+            f"{limit_s:g} s ({SIZED_CAP_BUDGETS:g} budgets) a measurement may stretch to: the "
+            "verdict will likely be inconclusive; raise the budget (--ortperf-budget) or ask "
+            "for a less extreme quantile",
+            PerCallWarning,
+            stacklevel=3,
         )
     cap_s = min(limit_s, max(cfg.cap_budgets * cfg.budget_s, SIZED_MARGIN * needed_s))
-    return start + round(cap_s / NS), start + round(2 * cap_s / NS)
+    give_up_s = cap_s + cfg.cap_budgets * cfg.budget_s
+    return start + round(cap_s / NS), start + round(give_up_s / NS)
 
 
 def _time_singles(

@@ -25,8 +25,8 @@ from pytest_ortperf.percall import (
     MAX_CALLS,
     SIZED_CAP_BUDGETS,
     PerCallConfig,
-    PerCallError,
     PerCallSamples,
+    PerCallWarning,
     measure_per_call,
 )
 from pytest_ortperf.throughput import (
@@ -135,14 +135,18 @@ def test_a_sized_measurement_reaches_the_calls_its_quantile_needs() -> None:
     assert len(ref.calls_ns) < need  # what the issue saw: the cap ends it short
 
 
-def test_a_sized_measurement_that_cannot_fit_says_so_after_one_round() -> None:
+def test_a_sized_measurement_that_cannot_fit_says_so_at_once_and_keeps_its_bound() -> None:
     clocks = FakeClock(step=50, cost=50_000_000)  # 50 ms calls: 10,000 of them is far too long
     config = PerCallConfig(
         budget_s=0.01, min_calls=10_000, max_calls=20_000, min_rounds=MIN_ROUNDS, sized=True
     )
-    with pytest.raises(PerCallError, match=f"more than {SIZED_CAP_BUDGETS:g} budgets") as info:
-        measure_per_call([clocks.call], config=config, clock=clocks)
-    assert "10000 single calls" in str(info.value) and "--ortperf-budget" in str(info.value)
+    with pytest.warns(
+        PerCallWarning, match=f"more than the 0.3 s \\({SIZED_CAP_BUDGETS:g} budgets"
+    ):
+        (samples,) = measure_per_call([clocks.call], config=config, clock=clocks)
+    # stopped at the stretched cap (0.3 s) plus the round in flight, not after 10,000 calls
+    assert len(samples.calls_ns) < 20
+    assert clocks.now * 1e-9 < 0.3 + 0.5
 
 
 def test_calls_for_a_quantile_leave_enough_beyond_it() -> None:
