@@ -1419,7 +1419,7 @@ def compare_remote(
     and structure; with ``max_slowdown`` also without baseline). Where the gate fails
     it, each arm's profile (taken in its worker) says which op types moved."""
     from pytest_ortperf.measure import EngineConfig
-    from pytest_ortperf.remote import both_remote, engine_config
+    from pytest_ortperf.remote import both_remote, engine_config, start_sessions
 
     ref, cand = both_remote(reference, candidate)
     label = name or f"{cand.label} vs {ref.label}"
@@ -1430,8 +1430,12 @@ def compare_remote(
     entry = recorder._entry(label)
 
     def measure(engine: Any, stop: StopRule | None, fresh: bool) -> Comparison:
-        # A baseline's later runs: each on a fresh pair of workers (new processes).
-        pair = (ref.derive(), cand.derive()) if fresh else (ref, cand)
+        # A baseline's later runs, a check's later pairs: each on a fresh pair of workers
+        # (new processes, started side by side).
+        pair = (ref, cand)
+        if fresh:
+            a, b = start_sessions([ref.derive, cand.derive])
+            pair = (a, b)
         try:
             return measure_ab(
                 *pair, feeds, config=engine_config(engine) or EngineConfig(), name=label,
