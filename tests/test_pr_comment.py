@@ -15,7 +15,14 @@ from ortperf_store_factories import ENV, comparison, latency
 
 from pytest_ortperf.env import machine_fingerprint
 from pytest_ortperf.reports.json import RunInfo
-from pytest_ortperf.reports.pr_comment import MAX_ROWS, machine_class, op_moves, pr_comment
+from pytest_ortperf.reports.pr_comment import (
+    MAX_CELL,
+    MAX_CHARS,
+    MAX_ROWS,
+    machine_class,
+    op_moves,
+    pr_comment,
+)
 from pytest_ortperf.reports.writer import ReportFiles, RunResults, write_reports
 from pytest_ortperf.results import Judgement, Outcome, Verdict
 from pytest_ortperf.units import machine_label
@@ -139,6 +146,29 @@ def test_strict_runs_list_what_fails_them_and_long_lists_are_cut() -> None:
     strict = pr_comment(records, judgements, machine="m", threshold=0.05, strict=True)
     assert len(table(strict)) == MAX_ROWS
     assert strict.splitlines()[-1] == "5 more not listed here: see the CI log."
+
+
+def test_the_comment_stays_under_githubs_size_limit_and_says_what_was_cut() -> None:
+    """30 long names made 93.5 KB (issue 24, item 16); GitHub takes 65,536 characters."""
+    tests = [f"t.py::test_{i}[{'<|x|>' * 800}]" for i in range(MAX_ROWS)]
+    records = [comparison(t, "m" * 3000) for t in tests]
+    judgements = [judged(t, "m" * 3000, verdict(Outcome.REGRESSED, 0.2)) for t in tests]
+    moves = {(t, "m" * 3000): [f"  Op{k} {'|' * 500}: 1% -> 9%" for k in range(6)] for t in tests}
+    text = pr_comment(
+        records, judgements, machine="CPU " * 1000, threshold=0.05, attributions=moves
+    )
+    assert len(text) <= MAX_CHARS
+    rows = table(text)
+    assert 0 < len(rows) < MAX_ROWS and all(len(row) == 8 for row in rows)
+    assert text.splitlines()[-1] == (
+        f"{MAX_ROWS - len(rows)} more not listed here (a comment holds at most {MAX_CHARS}"
+        " characters): see the CI log."
+    )
+    assert text.startswith(f"ortperf: **{MAX_ROWS} regressed** of {MAX_ROWS} measurements")
+    # long texts cut (an escaped character takes 2: `|` as `\|`), op-type moves each
+    assert all(len(cell) <= 2 * MAX_CELL + 6 for row in rows for cell in row[:7])
+    assert len(rows[0][7]) <= 6 * (2 * MAX_CELL + 6)
+    assert rows[0][1].endswith("…`")
 
 
 def test_hostile_test_ids_names_op_types_and_cpu_model_stay_in_their_cell() -> None:

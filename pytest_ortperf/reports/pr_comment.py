@@ -35,6 +35,13 @@ from pytest_ortperf.units import format_confidence, machine_label
 
 MAX_ROWS = 30
 """Verdicts listed at most; the rest are counted below the table."""
+MAX_CHARS = 65_536
+"""The longest comment written, in characters: GitHub refuses a longer comment body.
+Rows that would pass it are left out and counted below the table, and a text cell longer
+than :data:`MAX_CELL` is cut."""
+MAX_CELL = 200
+"""Characters of a test id, measurement name, op-type move or machine class shown at most
+(before escaping); a longer one is cut and ends with ``…``."""
 MAX_OPS = 6
 """Op-type moves shown at most per verdict."""
 STRICT_FAILS = (Outcome.INCONCLUSIVE, Outcome.UNSTABLE, Outcome.NEW)
@@ -65,6 +72,10 @@ def machine_class(environment: Mapping[str, Any]) -> str:
     )
 
 
+def _cut(text: str) -> str:
+    return text if len(text) <= MAX_CELL else text[: MAX_CELL - 1] + "…"
+
+
 def _percent(fraction: float) -> str:
     return f"{fraction * 100:.3g}%"
 
@@ -81,7 +92,7 @@ def op_moves(verdict: Verdict, attribution: Sequence[str] = ()) -> list[str]:
 def _ops_cell(moves: Sequence[str]) -> str:
     if not moves:
         return "-"
-    shown = "; ".join(md_code(m, table=True) for m in moves[:MAX_OPS])
+    shown = "; ".join(md_code(_cut(m), table=True) for m in moves[:MAX_OPS])
     more = len(moves) - MAX_OPS
     return shown + (f"; {more} more" if more > 0 else "")
 
@@ -97,8 +108,8 @@ def _row(item: _Listed, machine: str, attribution: Sequence[str]) -> str:
             interval += f" {format_confidence(confidence)}"
     cells = [
         f"{ICONS.get(v.outcome, '')} **{md_text(v.outcome)}**",
-        md_code(item.test, table=True),
-        md_text(item.name),
+        md_code(_cut(item.test), table=True),
+        md_text(_cut(item.name)),
         md_text(v.metric),
         md_text(change or "-"),
         md_text(interval or "-"),
@@ -125,6 +136,7 @@ def pr_comment(
     then listed); ``attributions``: (test, name) -> the attribution lines of a regression
     (what the failure message shows)."""
     attributions = attributions or {}
+    machine = _cut(machine)
     measured = list(dict.fromkeys((r.test, r.name) for r in records))
     judged = verdicts_by_key(judgements)
     listed: list[_Listed] = []
@@ -154,12 +166,22 @@ def pr_comment(
     headline = ", ".join(f"**{p}**" if o is Outcome.REGRESSED else p for o, p in parts)
     cell = md_text(machine)  # escapes | too: safe in a table cell
     lines = [f"ortperf: {headline} of {what} {where}{tail}", "", HEADER, "|---" * 8 + "|"]
-    lines += [_row(i, cell, attributions.get((i.test, i.name), ())) for i in listed[:MAX_ROWS]]
-    if len(listed) > MAX_ROWS:
-        lines += ["", f"{len(listed) - MAX_ROWS} more not listed here: see the CI log."]
-    if Outcome.IMPROVED in by_outcome:
-        lines += [
-            "",
-            "Improvements can become the baseline: `pytest --ortperf --ortperf-update`.",
-        ]
-    return "\n".join(lines) + "\n"
+    tail_lines = (
+        ["", "Improvements can become the baseline: `pytest --ortperf --ortperf-update`."]
+        if Outcome.IMPROVED in by_outcome
+        else []
+    )
+    # room for the rows: the limit less the lines around them and the "more" line
+    room = MAX_CHARS - sum(len(line) + 1 for line in lines + tail_lines) - 200
+    shown = 0
+    for item in listed[:MAX_ROWS]:
+        row = _row(item, cell, attributions.get((item.test, item.name), ()))
+        if len(row) + 1 > room:
+            break
+        lines.append(row)
+        room -= len(row) + 1
+        shown += 1
+    if shown < len(listed):
+        why = "" if shown == MAX_ROWS else f" (a comment holds at most {MAX_CHARS} characters)"
+        lines += ["", f"{len(listed) - shown} more not listed here{why}: see the CI log."]
+    return "\n".join(lines + tail_lines) + "\n"
