@@ -97,6 +97,35 @@ def test_a_terminal_too_narrow_for_an_id_beside_its_cells_stacks_rows() -> None:
     assert lines[3].endswith("[a]::latency") and lines[4].startswith("    2.00 ms vs 1.00 ms")
 
 
+GATED = ("gated metric", "metric", "outcome", "value", "change", "CI")
+WIDE_ROWS = [
+    ("tests/test_models.py::test_ocr_det[cpu]::latency", "latency p99", "inconclusive",
+     "16.1 ms vs 15.8 ms", "+2.2%", "[-74.8%, +120.3%] 98%"),
+    ("t.py::test_b::lat", "memory.arena_peak", "improved", "1.23 MB vs 1.30 MB", "-5.4%",
+     "[-6.0%, -4.9%] 95%"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("width", [80, 60, 40])
+@pytest.mark.parametrize("ids", ["long", "short"])
+def test_value_change_and_interval_stay_whole_in_a_ci_log(width: int, ids: str) -> None:
+    """80 columns (a CI log), and narrower: every cell but the id whole, wrapped onto a
+    line of its own where the row does not fit, never cut."""
+    rows = WIDE_ROWS if ids == "long" else [("t.py::x::lat", *WIDE_ROWS[0][1:])]
+    lines = format_table(GATED, rows, width=width)
+    assert max(len(line) for line in lines) <= width, lines
+    text = "\n".join(lines)
+    assert all("..." not in line for line in lines if not line.startswith("...")), lines
+    for row in rows:
+        for cell in row[1:]:
+            assert cell in text, (cell, lines)
+        assert row[0] in text or any(
+            line.startswith("...") and row[0].endswith(line[3:]) for line in lines
+        )
+    for header in GATED:
+        assert header in text
+
+
 def test_cells_stay_escaped_when_shortened() -> None:
     rows = [("t.py::test_x::" + "\x1b[2J" * 10 + "end", "1")]
     lines = format_table(("id", "n"), rows, width=30)

@@ -99,30 +99,48 @@ def _fit(
     excess = sum(widths) + 2 * (len(widths) - 1) - width
     if excess <= 0:
         return _render(header, rows, widths)
-    text_columns = [i for i in range(len(header)) if _text_column(rows, i)]
-    widest = max(text_columns, key=lambda i: widths[i], default=None)
-    if widest is not None:
-        shortest = min(widths[widest], MIN_ID)
-        cut = min(excess, widths[widest] - shortest)
-        widths[widest] -= cut
+    if _text_column(rows, 0):  # only the id is shortened: other cells stay whole
+        cut = min(excess, widths[0] - min(widths[0], MIN_ID))
+        widths[0] -= cut
         excess -= cut
     if excess <= 0:
         return _render(header, rows, widths)
-    if stack and widest == 0 and len(header) > 1:
+    if stack and len(header) > 1:
         return _stacked(header, rows, width)
     return [_cut(line, width) for line in _render(header, rows, widths)]
 
 
+def _column_groups(widths: Sequence[int], room: int) -> list[list[int]]:
+    """Consecutive columns grouped so that each group fits ``room`` (a column wider than
+    ``room`` alone in its group)."""
+    groups: list[list[int]] = [[]]
+    used = 0
+    for i, size in enumerate(widths):
+        if groups[-1] and used + 2 + size > room:
+            groups.append([])
+        used = size if not groups[-1] else used + 2 + size
+        groups[-1].append(i)
+    return groups
+
+
 def _stacked(header: Sequence[str], rows: Sequence[Sequence[str]], width: int) -> list[str]:
     """Each row's id on a line of its own (shortened only beyond ``width``), its other
-    cells on the next line, indented: for terminals too narrow for an id beside them."""
+    cells on the next line, indented, and wrapped onto further lines (whole columns) where
+    they do not fit: for terminals too narrow for an id beside them."""
     pad = " " * INDENT
-    rest = _fit(header[1:], [r[1:] for r in rows], width - INDENT, stack=False)
+    room = max(width - INDENT, 1)
+    head, cells = header[1:], [r[1:] for r in rows]
+    widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(head)]
+    parts = [
+        _fit([head[i] for i in group], [[c[i] for i in group] for c in cells], room, stack=False)
+        for group in _column_groups(widths, room)
+    ]
     ids = [shorten_left(cell, width) for cell in (header[0], *(r[0] for r in rows))]
-    rule = "-" * min(width, max(*(len(i) for i in ids), INDENT + len(rest[1])))
-    lines = [ids[0], (pad + rest[0]).rstrip(), rule]
-    for cell, line in zip(ids[1:], rest[2:], strict=True):
-        lines += [cell, (pad + line).rstrip()]
+    widest = max(len(part[1]) for part in parts)
+    rule = "-" * min(width, max(*(len(i) for i in ids), INDENT + widest))
+    lines = [ids[0], *((pad + part[0]).rstrip() for part in parts), rule]
+    for k, cell in enumerate(ids[1:]):
+        lines += [cell, *((pad + part[2 + k]).rstrip() for part in parts)]
     return lines
 
 
@@ -132,11 +150,13 @@ def format_table(
     """Rows aligned under their header, numbers right-aligned, no line wider than ``width``
     (the terminal's, or :data:`WIDTH`).
 
-    When a line would be wider, the widest text column (a test id) is cut from the left,
-    only as much as needed and to no fewer than :data:`MIN_ID` characters, so that an id
-    keeps its distinguishing end (``...::test_resnet[cpu]::latency``). When that is not
-    enough and the id is the first column, each row is stacked: the id on a line of its
-    own, its other cells indented below. Lines still too wide are cut on the right.
+    When a line would be wider, the first column (a test id) is cut from the left, only as
+    much as needed and to no fewer than :data:`MIN_ID` characters, so that an id keeps its
+    distinguishing end (``...::test_resnet[cpu]::latency``); other cells (values, changes,
+    intervals) are never shortened. When that is not enough, each row is stacked: the id
+    on a line of its own, its other cells indented below, wrapped by whole columns onto
+    further lines where they do not fit. Only a single cell wider than the terminal is
+    cut on the right.
     Control characters in cells show as escapes (:func:`~pytest_ortperf.units.escape_control`):
     a test id or name cannot send terminal escape sequences or split a row."""
     header = [escape_control(h) for h in header]
