@@ -7,7 +7,14 @@ import re
 
 import pytest
 
-from pytest_ortperf.reports.terminal import MIN_ID, format_table
+from pytest_ortperf.reports.terminal import MIN_ID, format_table, summary_lines
+from pytest_ortperf.results import (
+    Judgement,
+    LatencyResult,
+    Outcome,
+    PerCallResult,
+    Verdict,
+)
 
 LONG = "a_rather_long_parameter_that_makes_the_test_id_wide_" + "x" * 40
 
@@ -124,6 +131,46 @@ def test_value_change_and_interval_stay_whole_in_a_ci_log(width: int, ids: str) 
         )
     for header in GATED:
         assert header in text
+
+
+def _verdict(metric: str, outcome: Outcome) -> Verdict:
+    return Verdict(
+        metric=metric, outcome=outcome, baseline=1.0, current=0.8, change=-0.2, low=-0.25,
+        high=-0.15, threshold=0.1, alpha=0.01, p_value=None, n=20, message="faster",
+    )  # fmt: skip
+
+
+def _latency(name: str) -> LatencyResult:
+    return LatencyResult("t.py::test_a", name, "run", (1e-3,) * 10, 10, True)
+
+
+def _per_call(name: str) -> PerCallResult:
+    return PerCallResult(
+        test="t.py::test_a", name=name, api="run", calls=(1e-3,) * 10, timer_cost=0.0,
+        calls_per_round=10, blocks=(1e-3,), calls_per_block=10, measured=True,
+    )  # fmt: skip
+
+
+def test_the_update_hint_names_only_what_an_update_records() -> None:
+    """A tail verdict (per_call against a reference in the same run) is never baselined:
+    no "--ortperf-update records them" for it; a latency's improvement or a new one is."""
+    tail = [_per_call("tail")]
+    tail_verdicts = [Judgement("t.py::test_a", "tail", (_verdict("p99", Outcome.IMPROVED),))]
+    lines = summary_lines(tail, tail_verdicts, width=200)
+    assert any("p99" in line and "improved" in line for line in lines)
+    assert not any("--ortperf-update" in line for line in lines), lines
+    both = summary_lines(
+        [*tail, _latency("lat"), _latency("fresh")],
+        [
+            *tail_verdicts,
+            Judgement("t.py::test_a", "lat", (_verdict("median", Outcome.IMPROVED),)),
+            Judgement("t.py::test_a", "fresh", (_verdict("median", Outcome.NEW),)),
+        ],
+        width=200,
+    )
+    assert (
+        "1 improved, 1 without baseline: pytest --ortperf --ortperf-update records them" in both
+    ), both
 
 
 def test_cells_stay_escaped_when_shortened() -> None:

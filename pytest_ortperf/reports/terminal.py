@@ -271,7 +271,11 @@ def summary_lines(
             ],
             width=width,
         )
-        improved = sum(row.outcome is Outcome.IMPROVED for row in gated)
+        # A tail verdict (per_call against a reference of the same run) has no baseline
+        # that an update would record: it counts in neither figure of the hint.
+        improved = sum(
+            row.outcome is Outcome.IMPROVED and row.kind != PerCallResult.kind for row in gated
+        )
         new = [row for row in gated if row.outcome is Outcome.NEW]
         if improved or new:
             if any(HISTORY_TAG in row.message for row in new):
