@@ -57,7 +57,7 @@ EXIT_INTERRUPTED = 130
 
 EXIT_STATUS = f"""exit status:
   {EXIT_OK}  success
-  {EXIT_REGRESSED}  `compare` found a regression (only `compare` exits {EXIT_REGRESSED})
+  {EXIT_REGRESSED}  `compare` or `ab` found a regression (no other command exits {EXIT_REGRESSED})
   {EXIT_USAGE}  usage or input error: bad arguments, a store missing, corrupt or unreadable,
      an output file that cannot be written (one line on stderr)
   {EXIT_INTERNAL}  internal error: a bug in pytest-ortperf (a message and the traceback on
