@@ -24,10 +24,11 @@ bounds the single calls *taken* per target, preempted rounds included: no round 
 that would pass it.
 
 A *sized* measurement (``sized=True``: a tail verdict that needs ``min_calls`` and
-``min_rounds``) stretches its cap to what the first round says they take, twice over for
-rounds lost to preemption, up to :data:`SIZED_CAP_BUDGETS` budgets; when even that cannot
-hold them it says so at once with a :class:`PerCallWarning` (and measures to that bound:
-the verdict is then likely inconclusive, and says why).
+``min_rounds``) stretches its cap to twice what they take at the pace of its *kept* rounds
+so far (rounds lost to a busy machine's preemptions are made up for), up to
+:data:`SIZED_CAP_BUDGETS` budgets. When that cannot hold them it says so with a
+:class:`PerCallWarning`: at once when even undisturbed rounds would not fit, else when it
+stops short (the verdict is then likely inconclusive, and says why).
 """
 
 from __future__ import annotations
@@ -180,12 +181,14 @@ def measure_per_call(
     cap = start + round((cfg.cap_budgets * cfg.budget_s) / NS)
     give_up = cap + round(cfg.cap_budgets * cfg.budget_s / NS)
     order = list(range(len(calls)))
+    warned = False
     while True:
         rounds = len(hit)
         clean = rounds - sum(hit)
         now = clock()
-        if rounds == 1 and cfg.sized:
-            cap, give_up = _sized_cap(cfg, m, start, now)
+        if rounds and cfg.sized:
+            cap, give_up, short = _sized_cap(cfg, m, (now - start) * NS, rounds, clean, start)
+            warned = warned or short
         if rounds >= 2:
             if (rounds + 1) * m > cfg.max_calls:
                 break  # max_calls bounds the calls taken, preempted rounds included
@@ -208,6 +211,16 @@ def measure_per_call(
         hit.append(interrupted)
     timer = (timer_before + timer_cost_ns(clock)) / 2
     dropped = sum(hit)
+    if cfg.sized and not warned and (len(hit) - dropped) * m < cfg.min_calls:
+        warnings.warn(
+            f"per_call: stopped at its bound with {(len(hit) - dropped) * m} clean single "
+            f"calls per target of the {cfg.min_calls} asked ({dropped} of {len(hit)} rounds "
+            "preempted): the verdict will likely be inconclusive; raise the budget "
+            "(--ortperf-budget), measure on a quieter machine, or ask for a less extreme "
+            "quantile",
+            PerCallWarning,
+            stacklevel=2,
+        )
     keep_all = len(hit) - dropped < 2
     out = []
     for i, k in enumerate(ks):
@@ -232,27 +245,31 @@ def measure_per_call(
     return out
 
 
-def _sized_cap(cfg: PerCallConfig, m: int, start: int, now: int) -> tuple[int, int]:
-    """The cap and give-up readings of a sized measurement (``m`` single calls a round),
-    from its first round's duration; a :class:`PerCallWarning` when
-    :data:`SIZED_CAP_BUDGETS` budgets cannot hold it."""
-    rounds = max(cfg.min_rounds, math.ceil(cfg.min_calls / m))
-    round_s = (now - start) * NS
-    needed_s = rounds * round_s
+def _sized_cap(
+    cfg: PerCallConfig, m: int, elapsed_s: float, rounds: int, clean: int, start: int
+) -> tuple[int, int, bool]:
+    """The cap and give-up readings of a sized measurement (``m`` single calls a round)
+    after ``rounds`` rounds, ``clean`` of them kept: what the rounds still needed take at
+    the pace so far, preempted rounds included, twice over, within
+    :data:`SIZED_CAP_BUDGETS` budgets. After the first round, a :class:`PerCallWarning`
+    when even undisturbed rounds at its pace would not fit (and True: warned)."""
+    need = max(cfg.min_rounds, math.ceil(cfg.min_calls / m))
+    needed_s = need * elapsed_s / max(clean, 1)
     limit_s = SIZED_CAP_BUDGETS * cfg.budget_s
-    if needed_s > limit_s:
+    if rounds == 1 and needed_s > limit_s:
         warnings.warn(
-            f"per_call: {cfg.min_calls} single calls per target in {rounds} rounds would take "
-            f"about {needed_s:.3g} s (the first round took {round_s:.3g} s), more than the "
+            f"per_call: {cfg.min_calls} single calls per target in {need} rounds would take "
+            f"about {needed_s:.3g} s (the first round took {elapsed_s:.3g} s), more than the "
             f"{limit_s:g} s ({SIZED_CAP_BUDGETS:g} budgets) a measurement may stretch to: the "
             "verdict will likely be inconclusive; raise the budget (--ortperf-budget) or ask "
             "for a less extreme quantile",
             PerCallWarning,
             stacklevel=3,
         )
+    short = rounds == 1 and needed_s > limit_s
     cap_s = min(limit_s, max(cfg.cap_budgets * cfg.budget_s, SIZED_MARGIN * needed_s))
     give_up_s = cap_s + cfg.cap_budgets * cfg.budget_s
-    return start + round(cap_s / NS), start + round(give_up_s / NS)
+    return start + round(cap_s / NS), start + round(give_up_s / NS), short
 
 
 def _time_singles(

@@ -135,6 +135,31 @@ def test_a_sized_measurement_reaches_the_calls_its_quantile_needs() -> None:
     assert len(ref.calls_ns) < need  # what the issue saw: the cap ends it short
 
 
+def test_a_sized_measurement_makes_up_for_rounds_a_busy_machine_preempts() -> None:
+    """A tenth of the calls lose 5 ms to a neighbour (seeded): over half the rounds are
+    dropped, so the first round's pace (twice over) is not enough; the cap follows the
+    pace of the kept rounds and the p99 still gets its 1000 calls per arm."""
+    rng = np.random.default_rng(7)
+    wall = FakeClock(step=50, cost=1_000_000)
+    stolen = {"ns": 0}
+
+    def call() -> None:
+        wall.call()
+        if rng.random() < 0.1:
+            wall.now += 5_000_000
+            stolen["ns"] += 5_000_000
+
+    def cpu() -> int:
+        return wall.now - stolen["ns"]
+
+    config = PerCallConfig(
+        budget_s=0.5, min_calls=1000, max_calls=20_000, min_rounds=MIN_ROUNDS, sized=True
+    )
+    ref, cand = measure_per_call([call, call], config=config, clock=wall, cpu_clock=cpu)
+    assert ref.preempted > len(ref.blocks)  # more rounds dropped than kept
+    assert len(ref.calls_ns) >= 1000 and len(cand.calls_ns) >= 1000
+
+
 def test_a_sized_measurement_that_cannot_fit_says_so_at_once_and_keeps_its_bound() -> None:
     clocks = FakeClock(step=50, cost=50_000_000)  # 50 ms calls: 10,000 of them is far too long
     config = PerCallConfig(
