@@ -1087,6 +1087,10 @@ class Recorder:
         candidate/reference against ``threshold``: under ``--ortperf`` a regression fails
         the test (inconclusive fails only with ``--ortperf-strict``). The result is the
         target's, its ``reference`` the other arm. Recorded and stored; no baseline entry.
+        With a reference the measurement is sized for ``q``: at least the calls that leave
+        10 beyond it (1,000 for p99, 10,000 for p99.9) in 10 rounds, ``max_calls`` below
+        that refused at once. ``q``, ``threshold``, ``min_calls`` and ``max_calls`` (at
+        most 200,000) are checked before anything runs.
 
         ``slo``: budgets of quantiles of single calls, ``{"p99": "20 ms"}``; measuring goes
         on while one is undecided (:func:`pytest_ortperf.gating.slo.keep_measuring`).
