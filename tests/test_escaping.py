@@ -405,7 +405,8 @@ def test_cli_tables_escape_control_characters(
     titles = [line for line in history if "change of the" in line]
     assert len(titles) == 3
     assert any(line.startswith(escape_control(TEST) + "  [lat\\x1b[31m\\n|x]") for line in titles)
-    assert any("[cmp\\x00\\r<b>]" in line for line in titles)
+    # a NUL is stored as U+FFFD on every backend (PostgreSQL cannot store it: issue 24)
+    assert any("[cmp\ufffd\\r<b>]" in line for line in titles)
     assert len(history) == 3 * 3 + (2 + 2 + 1) + 2  # title and header of 3 blocks, runs, gaps
 
     runs = _run(capsys, "runs", "--store", db)
@@ -417,7 +418,7 @@ def test_cli_tables_escape_control_characters(
     assert len(compare) == 2 + 2 + 4  # header, 2 rows, the tally and its legend
     rows = compare[2:4]  # test ids cut from the left
     assert any("::lat\\x1b[31m\\n|x" in row for row in rows)
-    assert any("::cmp\\x00\\r<b>" in row for row in rows)
+    assert any("::cmp\ufffd\\r<b>" in row for row in rows)
 
 
 # --------------------------------------------------------------------------- HTML
