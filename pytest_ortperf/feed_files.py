@@ -55,6 +55,8 @@ from pytest_ortperf.feeds import (
 PathLike = str | os.PathLike[str]
 DATA_SET = re.compile(r"test_data_set_(\d+)$")
 INPUT_FILE = re.compile(r"input_(\d+)\.pb$")
+PB_OVERHEAD = 2**20
+"""What an ``input_N.pb`` may hold beside its data (name, dims, type) within the bound."""
 
 
 class FeedPool(dict[str, np.ndarray[Any, Any]]):
@@ -101,8 +103,16 @@ def _read_tensor(path: Path) -> tuple[str, np.ndarray[Any, Any]]:
 
     tensor = onnx.TensorProto()
     try:
+        size = path.stat().st_size
+        if size > MAX_FEED_BYTES + PB_OVERHEAD:
+            raise FeedError(
+                f"{path}: {size / 2**30:,.1f} GiB, more than a recorded input may hold "
+                f"({MAX_FEED_BYTES / 2**30:g} GiB); nothing was read"
+            )
         tensor.ParseFromString(path.read_bytes())
         array = numpy_helper.to_array(tensor)
+    except FeedError:
+        raise
     except Exception as exc:  # protobuf's DecodeError, onnx's own errors
         raise FeedError(f"{path}: not a serialized onnx TensorProto ({exc})") from None
     return tensor.name, array

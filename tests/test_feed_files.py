@@ -257,6 +257,16 @@ def test_a_truncated_npz_is_a_feed_error_naming_the_file(tmp_path):
         read_npz(tmp_path / "cut0.npz")
 
 
+def test_an_oversized_pb_is_refused_before_it_is_read(tmp_path):
+    folder = tmp_path / "test_data_set_0"
+    folder.mkdir()
+    with (folder / "input_0.pb").open("wb") as f:
+        f.truncate(3 * 2**30)  # sparse: 3 GiB that take no disk
+    error, peak = peak_bytes(lambda: load_feeds(lr_specs(), tmp_path))
+    assert "input_0.pb: 3.0 GiB, more than a recorded input may hold (2 GiB)" in str(error)
+    assert peak < 10 * 2**20
+
+
 def test_a_fifo_is_refused_not_waited_on(tmp_path):
     fifo = tmp_path / "inputs.npy"
     os.mkfifo(fifo)
