@@ -26,7 +26,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from pytest_ortperf.gating.settings import CHANGE_POINT_RUNS
+from pytest_ortperf.gating.settings import CHANGE_POINT_RUNS, MIN_HISTORY_RUNS
 from pytest_ortperf.reports.terminal import ELLIPSIS, WIDTH, format_table, shorten_left
 from pytest_ortperf.results import Outcome, Verdict
 from pytest_ortperf.units import (
@@ -562,7 +562,8 @@ def _change_cells(verdict: Verdict | str, a: dict[str, Any], b: dict[str, Any]) 
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from pytest_ortperf.store import interrupted_runs, read_results, resolve_run_id
+    from pytest_ortperf.gating.history_baseline import judge_runs
+    from pytest_ortperf.store import StoreError, interrupted_runs, read_results, resolve_run_id
 
     store = _store(args)
     include = args.include_interrupted
@@ -582,6 +583,17 @@ def cmd_compare(args: argparse.Namespace) -> int:
     a = read_results(store, run=run_a, samples=True).drop_duplicates(KEY, keep="last")
     b = read_results(store, run=run_b, samples=True).drop_duplicates(KEY, keep="last")
     merged = a.merge(b, on=KEY, how="outer", suffixes=("_a", "_b"), indicator=True)
+
+    def judged(key: tuple[str, str, str]) -> Verdict | str | None:
+        try:
+            verdict = judge_runs(
+                store, key, run_a, run_b, threshold=args.threshold, alpha=args.alpha,
+                window=args.window,
+            )  # fmt: skip
+        except StoreError:  # rows the gate cannot read back (older stores): the two runs
+            return None
+        return NOT_GATED if isinstance(verdict, str) else verdict  # the legend says why
+
     headers = ["measurement", "kind", f"run {run_a}", f"run {run_b}", "change [interval]"]
     headers += ["p", "verdict"]
     rows = []
@@ -594,9 +606,13 @@ def cmd_compare(args: argparse.Namespace) -> int:
             cells = ["", "-", f"only in run {only}"]
             counts[ONLY_ONE] += 1
         else:
-            verdict = _verdict(side_a, side_b, args.threshold, args.alpha)
+            key = (str(row["test"]), str(row["name"]), str(row["kind"]))
+            verdict = judged(key) if key[2] in ("compare", "latency") else None
+            if verdict is None:  # not on a branch, smoke, memory...: the two runs alone
+                verdict = _verdict(side_a, side_b, args.threshold, args.alpha)
             cells = _change_cells(verdict, side_a, side_b)
-            counts[verdict.outcome.value if isinstance(verdict, Verdict) else NOT_GATED] += 1
+            gated = isinstance(verdict, Verdict) and verdict.outcome.value in counts
+            counts[verdict.outcome.value if gated else NOT_GATED] += 1  # type: ignore[union-attr]
         rows.append(
             [
                 f"{row['test']}::{row['name']}",
@@ -615,8 +631,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
     print(
         f"\nrun {run_b} vs run {run_a}: {tally or 'nothing in common'}\n"
         f"threshold {args.threshold * 100:g}%, alpha {args.alpha:g}, intervals at "
-        f"{(1 - 2 * args.alpha) * 100:g}%: block ratios of run {run_b} against those of run "
-        f"{run_a},\na one-run baseline (comparisons); latencies are reported, not gated"
+        f"{(1 - 2 * args.alpha) * 100:g}%: run {run_b} against the history up to run "
+        f"{run_a}\n(at most {args.window} runs on its branch and machine class), as the "
+        f"gate's history baseline judges;\nlatencies are not gated with fewer than "
+        f"{MIN_HISTORY_RUNS} such runs"
     )
     for run in partial:
         print(f"run {run} was interrupted: its results are partial")
@@ -778,6 +796,18 @@ def _positive_int(text: str) -> int:
     return value
 
 
+MIN_WINDOW = 1
+MAX_WINDOW = 1000
+"""Bounds of ``compare --window`` (those of ``--ortperf-history-window``)."""
+
+
+def _window(text: str) -> int:
+    value = _positive_int(text)
+    if not MIN_WINDOW <= value <= MAX_WINDOW:
+        raise argparse.ArgumentTypeError(f"must be {MIN_WINDOW} to {MAX_WINDOW}, got {value}")
+    return value
+
+
 def _fraction(text: str) -> float:
     """``--threshold``: the plugin's rule (``units.threshold_problem``): a fraction below 1,
     or a percentage up to 1000%. Argparse prefixes the option: ``argument --threshold: ...``."""
@@ -936,10 +966,12 @@ def _add_compare(sub: Subparsers, common: argparse.ArgumentParser) -> None:
         "compare",
         parents=[common],
         help="compare two runs with the gate's rules; exit 1 if anything regressed",
-        description="Judge run B against run A, measurement by measurement, with the "
-        "rules of the pytest gate on the stored samples. Comparisons: run B's "
-        "candidate/reference block ratios against run A's ratio (Wilcoxon signed-rank "
-        "test); latencies: run B's samples against run A's (Mann-Whitney test), only when "
+        description="Judge run B against run A, measurement by measurement, as the pytest "
+        "gate with a history baseline would: against the newest --window complete runs up "
+        "to run A on its branch and machine class, with the gate's statistics. "
+        "Comparisons: run B's block ratios against the pooled runs (with fewer than 5, "
+        "against run A alone, as a baseline file written from it); latencies: run B's "
+        "median against the runs' medians (not gated with fewer than 5), only when "
         "machine, ORT version and session settings match. Regressed: the estimated change "
         "exceeds the threshold and is significant at alpha; inconclusive: beyond the "
         "threshold but not significant, or too noisy to tell. Exit status 1 when something "
@@ -962,6 +994,13 @@ def _add_compare(sub: Subparsers, common: argparse.ArgumentParser) -> None:
         default=0.01,
         help="one-sided significance level of the rank tests, as ini ortperf_alpha "
         "(default 0.01); intervals are at confidence 1 - 2 * alpha",
+    )
+    p.add_argument(
+        "--window",
+        type=_window,
+        default=10,
+        help=f"runs up to run A pooled as its history, {MIN_WINDOW} to {MAX_WINDOW} "
+        "(default 10, as --ortperf-history-window)",
     )
     _add_include_interrupted(p)
     p.set_defaults(func=cmd_compare)

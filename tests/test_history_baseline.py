@@ -23,6 +23,7 @@ from pytest_ortperf.gating.history import MIN_RUNS, judge_against_runs
 from pytest_ortperf.gating.history_baseline import HistoryBaselines, HistoryGate, resolve_machine
 from pytest_ortperf.gating.settings import MIN_HISTORY_RUNS, GateSettings, HistorySettings
 from pytest_ortperf.results import ColdStartResult, Outcome, Record, Verdict
+from pytest_ortperf.units import format_change, format_interval
 
 T0 = 1_700_000_000.0
 TEST = "tests/test_perf.py::test_fused"
@@ -304,6 +305,42 @@ def test_one_run_set_aside_reads_in_the_singular(db: str) -> None:
     stored(db, [timing(0.9e-3, 50)], at=T0 + 5000.0, env={**HERE, "ort_version": "9.9.9"})
     verdict = gate(db).judge(timing(0.9e-3, 99).to_dict(), None)[0]
     assert "; 1 run of the window set aside (measured with ort_version" in verdict.message
+
+
+def spread_compare(level: float, seed: int, between: float = 0.03) -> Record:
+    """A comparison whose run reads ``level`` moved by a between-run offset of SD
+    ``between`` (session pairs, processes), with 1% block noise."""
+    rng = np.random.default_rng(3000 + seed)
+    offset = float(rng.normal(0.0, between))
+    return measured_comparison(TEST, (level * np.exp(offset + rng.normal(0.0, 0.01, 25))).tolist(),
+                               NAME)  # fmt: skip
+
+
+def test_compare_command_judges_as_the_history_gate(
+    db: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Issue 24 item 20: `ortperf compare 23 24` said regressed +7.9% [+1.7%, +14.5%] where
+    # the gate called the same change inconclusive +10.3% [-5.8%, +29.2%].
+    from pytest_ortperf.cli import main
+
+    ids = [stored(db, [spread_compare(1.0, i)], at=T0 + 100.0 * i) for i in range(8)]
+    stored(db, [spread_compare(1.0, 50)], at=T0 + 5000.0, branch="feature")  # not main's
+    checks = 0
+    for seed, level in ((90, 1.06), (91, 1.25), (92, 1.0)):
+        record = spread_compare(level, seed, between=0.0)
+        verdict = by_metric(judge(gate(db), record))["ratio"]
+        run_b = stored(db, [record], at=T0 + 9000.0 + seed, branch="pr")
+        code = main(["compare", str(ids[-1]), str(run_b), "--store", db])
+        out = capsys.readouterr().out
+        (line,) = [row for row in out.splitlines() if "  compare  " in row]
+        cells = line.split()
+        assert cells[-1] == verdict.outcome.value, (line, verdict.message)
+        assert (
+            f"{format_change(verdict.change)} {format_interval(verdict.low, verdict.high)}" in line
+        )
+        assert code == (1 if verdict.outcome is Outcome.REGRESSED else 0)
+        checks += verdict.outcome is Outcome.INCONCLUSIVE
+    assert checks == 1  # the history's spread makes +6% too noisy to tell
 
 
 # -- machine classes ------------------------------------------------------------------------

@@ -239,6 +239,88 @@ def annotate(verdict: Verdict, found: Found) -> Verdict:
     return dataclasses.replace(verdict, message=f"{message} ({found.describe()})")
 
 
+# --------------------------------------------------------------------------- two runs
+
+
+def judge_runs(
+    store: str,
+    key: tuple[str, str, str],
+    run_a: int,
+    run_b: int,
+    *,
+    threshold: float,
+    alpha: float,
+    window: int = HistorySettings.window,
+) -> Verdict | str | None:
+    """The gate's verdict of run ``run_b``'s measurement ``key`` (test, name, kind) against
+    the history that ends at run ``run_a`` (``ortperf compare``): the newest ``window``
+    complete runs up to ``run_a`` on its branch and machine class, pooled as the history
+    gate pools them (:func:`pooled_compare`, :func:`history_medians`) and judged by the
+    gate's own rules (:func:`~pytest_ortperf.gating.baseline.judge_entry`,
+    :func:`~pytest_ortperf.gating.history.judge_against_runs`). A comparison with fewer
+    than :data:`MIN_HISTORY_RUNS` such runs is judged against run ``run_a`` alone, as a
+    baseline file written from it would be; a latency is then not gated (text: how many
+    runs there were). None when either run is not a complete, measured run on a branch, or
+    for a latency measured on another machine class or otherwise than run ``run_a`` (the
+    caller falls back to the two runs alone, which says why).
+    Raises StoreError."""
+    from pytest_ortperf.gating.baseline import entry_from_record, judge_entry
+    from pytest_ortperf.gating.history import judge_against_runs
+    from pytest_ortperf.store import INTERRUPTED, branch_records, list_runs
+
+    test, name, kind = key
+    listed = list_runs(store)
+    listed = listed[~listed[INTERRUPTED].astype(bool)]
+
+    def runs_upto(run_id: int, keep: int) -> tuple[list[StoredRun], str, str] | None:
+        row = listed[listed["run_id"] == run_id]
+        if row.empty:
+            return None
+        branch, machine = row["branch"].iloc[0], row["fingerprint"].iloc[0]
+        if not isinstance(branch, str) or not isinstance(machine, str):
+            return None
+        later = listed[
+            (listed["run_id"] > run_id)
+            & (listed["branch"] == branch)
+            & (listed["fingerprint"] == machine)
+        ]
+        found = branch_records(store, test, name, kind=kind, branch=branch, machine=machine,
+                               last=keep + len(later))  # fmt: skip
+        upto: list[StoredRun] = [(v, r) for v, r in found if int(v["run_id"]) <= run_id]
+        return upto[-keep:], branch, machine
+
+    a, b = runs_upto(run_a, window), runs_upto(run_b, 1)
+    if a is None or b is None or not a[0] or not b[0] or int(b[0][-1][0]["run_id"]) != run_b:
+        return None
+    stored, branch, machine = a
+    view_b, record_b = b[0][-1]
+    current = record_b.to_dict()
+    settings = HistorySettings(branch=branch, machine=machine, window=window)
+    if kind == Comparison.kind:
+        entry, found = pooled_compare(stored, settings, machine, ())
+        if entry is None:
+            view_a, record_a = stored[-1]
+            if int(view_a["run_id"]) != run_a:
+                return None
+            entry = entry_from_record(record_a.to_dict(), view_a)
+        verdicts = judge_entry(entry, current, view_b, threshold=threshold, alpha=alpha)
+        (verdict,) = [v for v in verdicts if v.metric == "ratio"]
+        return annotate(verdict, found) if found.enough else verdict
+    if kind == LatencyResult.kind and isinstance(record_b, LatencyResult):
+        if b[2] != machine:
+            return None  # another machine class: no history of A's says anything about it
+        medians, found = history_medians(stored, current, view_b, settings, machine, ())
+        if run_a not in {int(view["run_id"]) for view in found.runs}:
+            return None  # run A measured otherwise (settings, ORT): the two runs say why
+        if not found.enough:
+            return f"{len(found.runs)} of {MIN_HISTORY_RUNS} runs"
+        verdict = judge_against_runs(
+            float(record_b.median), medians, threshold=threshold, alpha=alpha
+        )
+        return annotate(verdict, found)
+    return None
+
+
 # --------------------------------------------------------------------------- the store
 
 
