@@ -53,6 +53,7 @@ if TYPE_CHECKING:
 
     from pytest_ortperf.gating.slo import MachineBudgets
     from pytest_ortperf.measure import EngineConfig
+    from pytest_ortperf.percall import PerCallSamples
     from pytest_ortperf.profiling.parse import Profile
     from pytest_ortperf.remote import RemoteSession
     from pytest_ortperf.results import PerCallResult, SloVerdict, ThroughputResult
@@ -747,6 +748,7 @@ class Recorder:
     def _per_call_budgets(
         self,
         result: PerCallResult,
+        first: PerCallSamples,
         budgets: Sequence[MachineBudgets],
         call: Call | None,
         config: Any,
@@ -754,31 +756,22 @@ class Recorder:
     ) -> PerCallResult:
         """``result`` judged against its budgets, measured on (more single calls of
         ``call``, none when None) while one is undecided."""
-        from pytest_ortperf.gating import slo
-        from pytest_ortperf.percall import PerCallSamples, measure_per_call
+        from pytest_ortperf.gating.slo import judge_per_call
+        from pytest_ortperf.percall import measure_per_call
         from pytest_ortperf.state import environment
 
-        env = environment()
-        cpu_model, cpus = env.get("cpu_model"), env.get("effective_cpus")
-        chosen = slo.select(budgets, cpu_model, cpus)
-        if chosen is None:
-            verdict = slo.not_gated(slo.describe_machine(cpu_model, cpus))
-            return self._budgets(result, budgets, {}, verdicts=(verdict,))
-        chunks: list[PerCallSamples] = []
-
-        def more(m: int) -> list[float]:
+        def more(m: int) -> PerCallSamples | None:
             if call is None:
-                return []
+                return None
             sized = dataclasses.replace(config, min_calls=max(m, 2), max_calls=max(m, 2))
-            (chunk,) = measure_per_call([call], config=sized, watch_cpu=watch)
-            chunks.append(chunk)
-            return [max(0.0, (x - chunk.timer_ns) * 1e-9) for x in chunk.calls_ns]
+            return measure_per_call([call], config=sized, watch_cpu=watch)[0]
 
-        _, verdicts = slo.keep_measuring(
-            result.corrected, more, chosen.budgets, self._alpha, machine=chosen.machine
-        )
-        extended = slo.extend_per_call(result, chunks)
-        return self._budgets(extended, budgets, {}, verdicts=verdicts)
+        env = environment()
+        result, verdicts = judge_per_call(
+            result, first, budgets, self._alpha, more,
+            cpu_model=env.get("cpu_model"), cpus=env.get("effective_cpus"),
+        )  # fmt: skip
+        return self._budgets(result, budgets, {}, verdicts=verdicts)
 
     def cold_start(
         self,
@@ -1158,7 +1151,8 @@ class Recorder:
         result = results[-1]
         if budgets and self.measured:
             more = call if reference is None else None  # with a reference: no more calls
-            result = self._per_call_budgets(result, budgets, more, config, watches_cpu(session))
+            watch = watches_cpu(session)
+            result = self._per_call_budgets(result, samples[-1], budgets, more, config, watch)
         verdicts: list[Verdict] = []
         if reference is not None:
             result = dataclasses.replace(result, reference=results[0])

@@ -10,6 +10,8 @@ import pytest
 
 from pytest_ortperf.gating import slo
 from pytest_ortperf.gating.slo import Budget, SloError, calls_needed, judge, parse_slo
+from pytest_ortperf.percall import PerCallSamples
+from pytest_ortperf.results import PerCallResult
 from pytest_ortperf.units import parse_rate, parse_seconds
 
 SIGMA = 0.5
@@ -210,3 +212,66 @@ def test_keep_measuring_stops_when_decided() -> None:
     budget = Budget("p99", 0.99, 1.0)
     values, (verdict,) = slo.keep_measuring([0.5] * 1000, lambda m: [0.5] * m, [budget], 0.01)
     assert verdict.outcome == "met" and len(values) == 1000
+
+
+# ------------------------------------------------------------------ per-call glue
+
+
+def _samples(
+    calls_ns: list[int], k: int, timer_ns: float, preempted_ns: tuple[int, ...] = ()
+) -> PerCallSamples:
+    return PerCallSamples(
+        calls_ns=tuple(calls_ns), calls_per_round=k, blocks=(1e-3,) * (len(calls_ns) // k),
+        calls_per_block=k, timer_ns=timer_ns, preempted=1 if preempted_ns else 0,
+        watched=True, preempted_ns=preempted_ns,
+    )  # fmt: skip
+
+
+def _result(samples: PerCallSamples) -> PerCallResult:
+    return PerCallResult(
+        test="t", name="n", api="run", calls=tuple(x * 1e-9 for x in samples.calls_ns),
+        timer_cost=samples.timer_ns * 1e-9, calls_per_round=samples.calls_per_round,
+        blocks=samples.blocks, calls_per_block=samples.calls_per_block, measured=True,
+    )  # fmt: skip
+
+
+def test_preempted_calls_are_judged_and_counted_apart() -> None:
+    first = _samples([1_000_100] * 1000, 100, 100.0, preempted_ns=(30_000_100,) * 100)
+    classes = parse_slo("per_call", {"p99": "20 ms"}, "t")
+    result, (verdict,) = slo.judge_per_call(
+        _result(first), first, classes, 0.01, lambda m: None, cpu_model="x", cpus=2
+    )
+    assert verdict.outcome == "violated"  # 100 of 1100 calls at 30 ms: a busy machine
+    assert verdict.n == 1100 and verdict.over == 100 and verdict.over_preempted == 100
+    assert "100 calls over the budget (100 of them preempted)" in verdict.message
+    assert result.n == 1000  # the record keeps the clean calls only, as before
+
+
+def test_measuring_on_appends_calls_with_their_own_timer_cost() -> None:
+    first = _samples([2_000_000] * 600, 100, 100.0)
+    asked: list[int] = []
+
+    def more(m: int) -> PerCallSamples:
+        asked.append(m)
+        return _samples([2_000_050] * m, 60 if m % 60 == 0 else 1, 150.0)
+
+    classes = parse_slo("per_call", {"p99": "20 ms"}, "t")
+    result, (verdict,) = slo.judge_per_call(
+        _result(first), first, classes, 0.01, more, cpu_model="x", cpus=2
+    )
+    assert verdict.outcome == "met" and asked and verdict.n == result.n == 600 + sum(asked)
+    assert result.corrected == pytest.approx([2_000_000 * 1e-9 - 100e-9] * result.n)
+    assert 600 % result.calls_per_round == 0
+
+
+def test_no_budget_for_this_class_measures_nothing_more() -> None:
+    first = _samples([2_000_000] * 100, 100, 100.0)
+    classes = parse_slo("per_call", {"EPYC, 64 CPUs": {"p99": "20 ms"}}, "t")
+
+    def more(m: int) -> None:
+        raise AssertionError("measured more with no budget for this machine")
+
+    result, (verdict,) = slo.judge_per_call(
+        _result(first), first, classes, 0.01, more, cpu_model="Xeon", cpus=2
+    )
+    assert verdict.outcome == "not_gated" and result.n == 100

@@ -1,7 +1,9 @@
 """Latency budgets on real sessions, through the plugin: measuring works and the verdict
 reaches the test, its message and the reports. Budgets sit orders of magnitude from what
-any machine measures (50 ms and 0.05 ms for a model of about 1 ms), so no outcome depends
-on the machine's speed or load; the verdict logic itself is tested in test_slo.py."""
+any machine measures for a model of well under a millisecond (a p99 of 1 s, since calls of
+preempted rounds count and a busy machine's p99 reaches 10 ms; a median of 50 ms; 0.05 ms),
+so no outcome depends on the machine's speed or load; the verdict logic itself is tested
+in test_slo.py."""
 
 from __future__ import annotations
 
@@ -20,9 +22,11 @@ from pytest_ortperf import models
 
 def test_met(ort_session, ort_feeds, ortperf):
     s = ort_session(models.control(layers=4))
-    r = ortperf.per_call(s, ort_feeds(s), name="met", slo={"p99": "50 ms", "p50": "40 ms"})
+    # preempted calls count: on a busy machine a p99 of 10 ms is real, so 1 s for the p99
+    r = ortperf.per_call(s, ort_feeds(s), name="met", slo={"p99": "1 s", "p50": "50 ms"})
     assert [(v.figure, v.outcome) for v in r.slo] == [("p99", "met"), ("p50", "met")]
-    assert r.slo[0].n == r.n >= 662 and r.slo[0].over == 0
+    # judged on every call, those of preempted rounds too (the record keeps the clean ones)
+    assert r.slo[0].n >= max(r.n, 662)
 
 
 def test_violated(ort_session, ort_feeds, ortperf):
@@ -30,7 +34,7 @@ def test_violated(ort_session, ort_feeds, ortperf):
     ortperf.per_call(s, ort_feeds(s), name="too tight", slo={"p99": "0.05 ms"})
 
 
-@pytest.mark.ortperf(slo={"p99": "50 ms"})
+@pytest.mark.ortperf(slo={"p99": "1 s"})
 def test_marker(ort_session, ort_feeds, ortperf):
     s = ort_session(models.control(layers=4))
     r = ortperf.per_call(s, ort_feeds(s), name="marked")
@@ -55,7 +59,7 @@ def test_per_call_and_latency_budgets_on_real_sessions(pytester: pytest.Pytester
         [
             "latency budget*figure*verdict*estimate*bounds*budget*headroom*n",
             "*test_budgets.py::test_violated::too tight*p99*violated*50.0 us*-*% *[0-9]",
-            "*test_budgets.py::test_met::met*p99*met*[[]*,*]*50.0 ms*+*% *[0-9]",
+            "*test_budgets.py::test_met::met*p99*met*[[]*,*]*1.00 s*+*% *[0-9]",
         ]
     )
     junit = (pytester.path / "junit.xml").read_text()
@@ -63,7 +67,7 @@ def test_per_call_and_latency_budgets_on_real_sessions(pytester: pytest.Pytester
     result.stdout.fnmatch_lines(
         [
             "*'too tight' violated its latency budget*",
-            "*VIOLATED p99 of * calls: * (*at least * at 99.8*% confidence); budget 50.0 us: "
+            "*VIOLATED p99 of * calls: * (* at 99.8*% confidence); budget 50.0 us: "
             "violated, * calls over the budget*",
         ]
     )

@@ -481,20 +481,26 @@ def keep_measuring(
     alpha: float,
     *,
     machine: str = "any",
+    preempted: Sequence[float] = (),
 ) -> tuple[list[float], tuple[SloVerdict, ...]]:
     """Values and verdicts of a measurement kept going while a budget is undecided.
 
     Looks at ``first``; while some budget is inconclusive, asks ``more(m)`` for ``m``
     more values, up to the next of :func:`look_points`, and looks again: at most
     :data:`LOOKS` looks, each at ``alpha / LOOKS``, and no more values than the cap. Stops
-    early when ``more`` gives nothing (it could not measure)."""
+    early when ``more`` gives nothing (it could not measure). ``preempted``: values taken
+    while the thread was preempted, judged with the rest and counted apart (a list that
+    ``more`` may add to)."""
     values = list(first)
     points = look_points(budgets, alpha)
     looks = 0
     while True:
         looks += 1
-        verdicts = tuple(judge(values, b, alpha, machine=machine, looks=LOOKS) for b in budgets)
-        n = len(values)
+        verdicts = tuple(
+            judge(values, b, alpha, machine=machine, looks=LOOKS, preempted=preempted)
+            for b in budgets
+        )
+        n = len(values) + len(preempted)
         if all(v.outcome != "inconclusive" for v in verdicts) or looks >= LOOKS:
             return values, verdicts
         following = [p for p in points if p > n]
@@ -569,6 +575,41 @@ def min_values(classes: Sequence[MachineBudgets], alpha: float) -> int:
     """The fewest values (windows, launches) that can decide every budget of ``classes``
     at ``alpha`` (11 for a median at 0.01)."""
     return max((calls_needed(b.q, 1.0 - alpha) for m in classes for b in m.budgets), default=1)
+
+
+def judge_per_call(
+    result: PerCallResult,
+    first: PerCallSamples,
+    classes: Sequence[MachineBudgets],
+    alpha: float,
+    more: Callable[[int], PerCallSamples | None],
+    *,
+    cpu_model: str | None,
+    cpus: int | None,
+) -> tuple[PerCallResult, tuple[SloVerdict, ...]]:
+    """A per-call measurement's budgets for this machine's class, judged on its single
+    calls and those of its preempted rounds (``first``: the measurement ``result`` came
+    from), measured on with ``more(m)`` (``m`` more calls; None: no more) while one is
+    undecided; ``result`` with the further calls added (:func:`extend_per_call`)."""
+    chosen = select(classes, cpu_model, cpus)
+    if chosen is None:
+        return result, (not_gated(describe_machine(cpu_model, cpus)),)
+    chunks: list[PerCallSamples] = []
+    preempted = [max(0.0, (x - first.timer_ns) * 1e-9) for x in first.preempted_ns]
+
+    def calls(m: int) -> list[float]:
+        chunk = more(m)
+        if chunk is None:
+            return []
+        chunks.append(chunk)
+        preempted.extend(max(0.0, (x - chunk.timer_ns) * 1e-9) for x in chunk.preempted_ns)
+        return [max(0.0, (x - chunk.timer_ns) * 1e-9) for x in chunk.calls_ns]
+
+    _, verdicts = keep_measuring(
+        result.corrected, calls, chosen.budgets, alpha, machine=chosen.machine,
+        preempted=preempted,
+    )  # fmt: skip
+    return extend_per_call(result, chunks), verdicts
 
 
 def extend_per_call(result: PerCallResult, chunks: Sequence[PerCallSamples]) -> PerCallResult:
