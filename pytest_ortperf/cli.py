@@ -61,7 +61,8 @@ EXIT_STATUS = f"""exit status:
   {EXIT_USAGE}  usage or input error: bad arguments, a store missing, corrupt or unreadable,
      an output file that cannot be written (one line on stderr)
   {EXIT_INTERNAL}  internal error: a bug in pytest-ortperf (a message and the traceback on
-     stderr; please report it)"""
+     stderr; please report it)
+  {EXIT_INTERRUPTED}  `ab` interrupted (Ctrl-C): its workers stopped, no traceback"""
 """The exit codes, as ``ortperf --help`` lists them."""
 
 KEY = ["test", "name", "kind", "api"]
