@@ -5,7 +5,10 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import os
+import sys
 import warnings
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -147,11 +150,35 @@ def warmed(engine: TimingEngine, *sessions: OrtSession) -> TimingEngine:
     return engine.for_providers(tuple(providers))
 
 
+_WARNED: weakref.WeakKeyDictionary[Any, set[tuple[str, str, int]]] = weakref.WeakKeyDictionary()
+"""Per recorder (one per test): the unsettled warnings given, by target and test line."""
+
+
 def warn_unsettled(name: str, *arms: Samples) -> None:
     """A :class:`~pytest_ortperf.measure.WarmupWarning` (shown in pytest's warnings
-    summary) when a target's warm-up bound ran out before its block times settled."""
+    summary) when a target's warm-up bound ran out before its block times settled.
+
+    Attributed to the first caller outside this package (the test's line), and given once
+    per target and line in a test, however many runs measured it."""
     if all(s.settled for s in arms):
         return
+    package = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    frame = sys._getframe(1)
+    level = 2  # the caller of this function
+    owner = None  # the test's Recorder, when one measured this
+    while frame.f_back is not None and os.path.abspath(frame.f_code.co_filename).startswith(
+        package
+    ):
+        if owner is None:
+            owner = next((v for v in frame.f_locals.values() if isinstance(v, Recorder)), None)
+        frame = frame.f_back
+        level += 1
+    if owner is not None:
+        given = _WARNED.setdefault(owner, set())
+        key = (name, frame.f_code.co_filename, frame.f_lineno)
+        if key in given:
+            return
+        given.add(key)
     warnings.warn(
         WarmupWarning(
             f"ortperf: {name!r}: block times had not settled when the warm-up bound ran out "
@@ -159,7 +186,7 @@ def warn_unsettled(name: str, *arms: Samples) -> None:
             "include warm-up. Run the target a few times before measuring, or check for "
             "load on the machine"
         ),
-        stacklevel=3,
+        stacklevel=level,
     )
 
 
