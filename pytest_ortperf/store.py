@@ -1058,7 +1058,7 @@ def save_run(
         try:
             rows = [_fit(measurements, _measurement_row(run_id, record)) for record in records]
         except (AttributeError, TypeError, ValueError, KeyError) as exc:
-            raise StoreError(f"{_label(_url(store))}: cannot store a record ({exc!r})") from exc
+            raise UnstorableRun(f"{_label(_url(store))}: cannot store a record ({exc!r})") from exc
         if rows:
             conn.execute(measurements.insert(), rows)
         if profiles:
@@ -1066,7 +1066,7 @@ def save_run(
                 _insert_profiles(conn, run_id, profiles)
             except (AttributeError, TypeError, ValueError, KeyError) as exc:
                 msg = f"{_label(_url(store))}: cannot store a profile ({exc!r})"
-                raise StoreError(msg) from exc
+                raise UnstorableRun(msg) from exc
     return run_id
 
 

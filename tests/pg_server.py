@@ -195,27 +195,25 @@ class Server(Postgres):
                   "-t", "30", "start")  # fmt: skip
 
     def crash(self) -> None:
-        """SIGKILL the postmaster and every process of the server at once (a crash, as a
-        power cut leaves the processes): what it acknowledged must survive ``start``."""
+        """SIGKILL every process of the server at once (a crash, as a power cut leaves
+        the processes): what it acknowledged must survive ``start``. The postmaster leads
+        a session of its own: every process of that session is killed, again until none
+        is left (a backend forked meanwhile), and reaped."""
         pidfile = self.data / "postmaster.pid"
         try:
             postmaster = int(pidfile.read_text().split()[0])
         except (OSError, ValueError, IndexError):
             return
-        doomed = [postmaster]
-        for stat in Path("/proc").glob("[0-9]*/stat"):
-            try:
-                fields = stat.read_text().rsplit(")", 1)[1].split()
-            except (OSError, IndexError):
-                continue
-            if fields and int(fields[1]) == postmaster:
-                doomed.append(int(stat.parent.name))
-        for pid in doomed:
-            with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGKILL)
         deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and any(_running(pid) for pid in doomed):
+        while time.monotonic() < deadline:
+            members = _session(postmaster)
+            for pid in members:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+            if not members:
+                return
             time.sleep(0.05)
+        raise ServerError(f"server processes {_session(postmaster)} outlived SIGKILL")
 
     def stop(self) -> None:
         """``pg_ctl stop -m fast``; the postmaster is killed if that fails."""
@@ -234,13 +232,17 @@ class Server(Postgres):
                 pass
 
 
-def _running(pid: int) -> bool:
-    """Whether ``pid`` is a live process (a zombie counts as gone)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state != "Z"
+def _session(leader: int) -> list[int]:
+    """The processes (zombies too, until reaped) of the session that ``leader`` leads."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if len(fields) > 3 and fields[3] == str(leader):
+            found.append(int(stat.parent.name))
+    return found
 
 
 def start(top: Path, *, durable: bool = False) -> Server:
