@@ -10,6 +10,13 @@ written, and the tests migrate stores made from them). Version 2 added ``runs.ui
 id made when the run starts: a run written twice, by a retry or ``ortperf sync`` of a
 spooled run, is stored once), an index of machine classes and the view
 :data:`MEASUREMENTS_VIEW` for dashboards.
+
+Both backends store the same runs alike (:func:`_fit`): a NUL character reads as U+FFFD
+and a text is cut to its column's length (``runs.branch``: 255 characters), where
+PostgreSQL would refuse the run and SQLite keep it. A run the store cannot take all the
+same is an :class:`UnstorableRun`; a server that cannot be reached, a
+:class:`StoreUnreachable` (after a connect timeout, not tried again for
+:data:`BREAKER_S`).
 """
 
 from __future__ import annotations
@@ -213,7 +220,7 @@ def _passwords(text: str) -> list[tuple[int, int]]:
     holding an unencoded ``@`` is masked whole (SQLAlchemy would split it at the first).
     Linear in the length of ``text``."""
     ends = [m.start() for m in _URL_ENDS.finditer(text)]
-    ats = [i for i, c in enumerate(text) if c == "@"] if "@" in text else []
+    ats = [m.start() for m in re.finditer("@", text)]
     spans: list[tuple[int, int]] = []
     for scheme in _SCHEME.finditer(text):
         user = _USER.match(text, scheme.end())
