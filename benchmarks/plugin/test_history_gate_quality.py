@@ -20,6 +20,19 @@ Run (minutes, outside CI; skipped without ``--ortperf``)::
 An alarm is exit status 1 with a ``regressed`` verdict of the metric. Rates are printed with
 95% Wilson intervals and recorded, never asserted; asserted: every run exited 0 or 1 and
 gave a ``ratio`` and a ``latency`` verdict.
+
+:func:`test_history_rules_with_an_outlier_run` (no ``--ortperf`` needed, seconds, no timing)
+drives the history gate's rules with seeded histories of 10 runs, one of them an outlier
+run, and an unchanged current run (issue 22: 2.3 to 3.1% false alarms, and ``ok`` with an
+interval of [-9.2%, +21.4%]): latencies through
+:func:`~pytest_ortperf.gating.history.judge_against_runs` (between-run spread 1 to 3%),
+ratios through :func:`~pytest_ortperf.gating.baseline.judge_entry` on the entry
+:func:`~pytest_ortperf.gating.history_baseline.pooled_compare` makes (25 blocks a run, 1%
+block noise, between-run spread 0.3 to 2%). Targets: at most 1% false alarms; never ``ok``
+with an interval reaching past twice the threshold. ``ORTPERF_HG_SIM`` [2000] histories a
+cell::
+
+    pytest -s benchmarks/plugin/test_history_gate_quality.py -k outlier
 """
 
 from __future__ import annotations
@@ -131,3 +144,55 @@ def test_history_gate_quality(
             print(f"  {label:24s} {metric:8s} alarms {_rate(alarms, len(runs))}  "
                   f"outcomes {dict(sorted(counts.items()))}")  # fmt: skip
             record_property(f"history_{now}_{metric}_alarms", alarms)
+
+
+OUTLIERS = (0.0, -0.30, -0.15, -0.05, 0.05, 0.15, 0.30, 1.0)
+
+
+def test_history_rules_with_an_outlier_run(record_property: Callable[[str, object], None]) -> None:
+    import numpy as np
+
+    from pytest_ortperf.gating.baseline import judge_entry
+    from pytest_ortperf.gating.history import judge_against_runs
+
+    draws = _env_int("ORTPERF_HG_SIM", 2000)
+    rows = []
+    for spread in (0.01, 0.02, 0.03):
+        for outlier in OUTLIERS:
+            rng = np.random.default_rng([1, int(spread * 1000), int(outlier * 100) + 100])
+            alarms = wide_ok = 0
+            for _ in range(draws):
+                logs = rng.normal(0.0, spread, 11)
+                logs[int(rng.integers(0, 10))] += np.log1p(outlier)
+                values = np.exp(logs) * 1e-3
+                v = judge_against_runs(
+                    float(values[-1]), values[:-1].tolist(), threshold=0.05, alpha=0.01
+                )
+                alarms += v.outcome.value == "regressed"
+                wide_ok += v.outcome.value == "ok" and v.high > 0.10
+            record_property(f"latency_{spread}_{outlier}", alarms / draws)
+            rows.append(f"latency spread {spread:.0%} outlier {outlier:+.0%}: false alarms "
+                        f"{_rate(alarms, draws)}; ok reaching past 10%: {wide_ok}")  # fmt: skip
+    for spread in (0.003, 0.01, 0.02):
+        for outlier in OUTLIERS:
+            rng = np.random.default_rng([2, int(spread * 1000), int(outlier * 100) + 100])
+            alarms = wide_ok = 0
+            for _ in range(draws // 2):
+                runs = [np.exp(rng.normal(0.0, spread) + rng.normal(0.0, 0.01, 25))
+                        for _ in range(11)]  # fmt: skip
+                runs[int(rng.integers(0, 10))] *= 1.0 + outlier
+                history = np.concatenate(runs[:-1]).tolist()
+                entry = {"kind": "compare", "api": "run", "block_ratios": history,
+                         "runs": [25] * 10, "ratio": 1.0}  # fmt: skip
+                current = runs[-1].tolist()
+                record = {"kind": "compare", "api": "run", "block_ratios": current,
+                          "ratio": float(np.median(current)), "candidate": {}, "reference": {}}  # fmt: skip
+                (v,) = [x for x in judge_entry(entry, record, {}) if x.metric == "ratio"]
+                alarms += v.outcome.value == "regressed"
+                wide_ok += v.outcome.value == "ok" and v.high > 0.10
+            record_property(f"ratio_{spread}_{outlier}", alarms / (draws // 2))
+            rows.append(f"ratio spread {spread:.1%} outlier {outlier:+.0%}: false alarms "
+                        f"{_rate(alarms, draws // 2)}; ok reaching past 10%: {wide_ok}")  # fmt: skip
+    print("\nhistory rules, 10 earlier runs with one outlier run, current unchanged "
+          "(Wilson 95% intervals)\n" + "\n".join(rows))  # fmt: skip
+    assert len(rows) == 6 * len(OUTLIERS)
