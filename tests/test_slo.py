@@ -275,3 +275,21 @@ def test_no_budget_for_this_class_measures_nothing_more() -> None:
         _result(first), first, classes, 0.01, more, cpu_model="Xeon", cpus=2
     )
     assert verdict.outcome == "not_gated" and result.n == 100
+
+
+def test_pr_comment_lists_violated_budgets_within_its_room() -> None:
+    import dataclasses
+
+    from pytest_ortperf.reports.pr_comment import budget_comment
+
+    first = _samples([1_000_100] * 1000, 100, 100.0)
+    verdicts = (
+        judge([1e-3] * 1000, Budget("p99", 0.99, 5e-5), 0.01),
+        judge([1e-3] * 1000, Budget("p50", 0.5, 0.05), 0.01),
+    )
+    record = dataclasses.replace(_result(first), slo=verdicts)
+    text = budget_comment([record], 10_000)
+    assert "Latency budgets: **1 violated, 1 met**" in text
+    assert "| ❌ **violated** | `t` | n | p99 | 1.00 ms |" in text
+    assert budget_comment([record], 60) == "\nLatency budgets: **1 violated, 1 met**\n"
+    assert budget_comment([_result(first)], 10_000) == ""

@@ -52,7 +52,10 @@ def test_latency(ort_session, ort_feeds, ortperf):
 
 def test_per_call_and_latency_budgets_on_real_sessions(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_budgets=PER_CALL)
-    result = pytester.runpytest(*RUN, "--ortperf-json=out.json", "--junitxml=junit.xml")
+    result = pytester.runpytest(
+        *RUN, "--ortperf-json=out.json", "--junitxml=junit.xml", "--ortperf-report=report.html",
+        "--ortperf-markdown=summary.md", "--ortperf-pr-comment=comment.md",
+    )  # fmt: skip
     result.assert_outcomes(passed=2, failed=2)
     # the terminal summary: one row per budget, violated first
     result.stdout.fnmatch_lines(
@@ -80,6 +83,14 @@ def test_per_call_and_latency_budgets_on_real_sessions(pytester: pytest.Pytester
     assert 0 < by_name["met"]["slo"][0]["headroom"] < 1
     assert [v["outcome"] for v in by_name["too tight"]["slo"]] == ["violated"]
     assert "slo" not in by_name["no budget"]
+    page = (pytester.path / "report.html").read_text()
+    assert '<section id="budgets"><h2>Latency budgets</h2>' in page
+    assert "p99 of" in page and "budget 50.0 us: violated" in page
+    md = (pytester.path / "summary.md").read_text()
+    assert "### Latency budgets" in md and "| violated |" in md
+    comment = (pytester.path / "comment.md").read_text()
+    assert "Latency budgets: **2 violated, 4 met**" in comment
+    assert "| ❌ **violated** | `test_budgets.py::test_violated` | too tight | p99 |" in comment
 
 
 THROUGHPUT_AND_COLD_START = """

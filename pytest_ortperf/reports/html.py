@@ -463,10 +463,11 @@ def _per_call(data: ReportInput, draw: bool) -> str:
                 continue
             drawn += 1
             marks = tuple((k, v) for k, v in arm.quantiles.items() if v is not None)
+            budgets = tuple((f"{v.figure} budget", v.budget) for v in arm.slo if not v.floor)
             hist = charts.Histogram(
                 f"{r.test}::{r.name} ({role})",
                 arm.corrected,
-                (*marks, ("block median", arm.block_median)),
+                (*marks, ("block median", arm.block_median), *budgets),
             )
             charts_html += _chart(partial(charts.latency_histogram, hist), hist.label, draw)
         headers = ["arm", "p50", "p90", "p99", "p99.9", "block median", "p50 vs block",
@@ -489,6 +490,32 @@ def _per_call(data: ReportInput, draw: bool) -> str:
         "skewed. A tail comparison's verdict (metric <code>p99</code>) is in the outcomes.</p>"
     )
     return _section("per-call", "Single-call latency", intro + "".join(parts) + more)
+
+
+def _budgets(data: ReportInput) -> str:
+    """The latency budgets' verdicts (``slo=``), violated first."""
+    from pytest_ortperf.gating.slo import TABLE_HEADER, table_row
+    from pytest_ortperf.results import SLO_OUTCOMES
+
+    judged = [(r, v) for r in data.records for v in getattr(r, "slo", ())]
+    if not judged:
+        return ""
+    judged.sort(key=lambda item: SLO_OUTCOMES.index(item[1].outcome))
+    rows = [
+        [*table_row(f"{r.test}::{r.name}", v)[:6], (table_row("", v)[6], v.headroom), v.message]
+        for r, v in judged
+    ]
+    intro = (
+        "<p>Each budget is judged with a distribution-free binomial bound of its quantile "
+        "(MLPerf LoadGen's criterion): <b>met</b> when the upper bound is within the budget, "
+        "<b>violated</b> (the test fails) when the lower bound is past it, "
+        "<b>inconclusive</b> otherwise, with the calls that would decide it. Headroom is the "
+        "share of the budget left at the estimate. Calls of preempted rounds count. A machine "
+        "with no budget for its class is <b>not gated</b>. The single-call histograms draw "
+        "each budget as a line.</p>"
+    )
+    headers = [*TABLE_HEADER[:6], "headroom", "detail"]
+    return _section("budgets", "Latency budgets", intro + table(headers, rows))
 
 
 def _throughput(data: ReportInput, draw: bool) -> str:
@@ -822,6 +849,7 @@ def build_html(data: ReportInput, *, charts_enabled: bool | None = None) -> str:
     note_html = "".join(f'<p class="note">{_e(n)}</p>' for n in notes)
     sections = [
         ("outcomes", "Outcomes", _section("outcomes", "Outcomes", _outcomes_body(rows))),
+        ("budgets", "Latency budgets", _budgets(data)),
         ("comparisons", "Comparisons", _comparisons(data, draw)),
         ("distributions", "Distributions", _distributions(data, draw)),
         ("per-call", "Single calls", _per_call(data, draw)),

@@ -128,6 +128,24 @@ def tails_throughput_tables(records: Sequence[Record]) -> list[str]:
     return lines
 
 
+def budget_table(records: Sequence[Record]) -> list[str]:
+    """A table of the latency budgets' verdicts (``slo=``), violated first (none: [])."""
+    from pytest_ortperf.gating.slo import TABLE_HEADER, table_row
+    from pytest_ortperf.results import SLO_OUTCOMES
+
+    judged = [(r, v) for r in records for v in getattr(r, "slo", ())]
+    if not judged:
+        return []
+    judged.sort(key=lambda item: SLO_OUTCOMES.index(item[1].outcome))
+    lines = ["### Latency budgets", "", "| test | measurement | " + " | ".join(TABLE_HEADER[1:])
+             + " |", "|---" * (len(TABLE_HEADER) + 1) + "|"]  # fmt: skip
+    for r, v in judged[:MAX_ROWS]:
+        cells = [md_code(r.test, table=True), md_text(r.name)]
+        cells += [md_text(c) for c in table_row("", v)[1:]]
+        lines.append("| " + " | ".join(cells) + " |")
+    return [*lines, ""]
+
+
 def markdown_summary(
     records: Sequence[Record],
     judgements: Sequence[Judgement] = (),
@@ -165,6 +183,7 @@ def markdown_summary(
             lines.append(f"\n{len(rows) - MAX_ROWS} more rows left out")
         lines.append("")
     lines += tails_throughput_tables(records)
+    lines += budget_table(records)
     for note in notes:
         lines.append(f"> {md_line(note)}")
     if report_path:

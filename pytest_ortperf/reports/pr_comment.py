@@ -128,8 +128,54 @@ def pr_comment(
     strict: bool = False,
     attributions: Mapping[Key, Sequence[str]] | None = None,
 ) -> str:
-    """The comment's Markdown (ends with a newline): one line when nothing regressed or
-    improved, else that line and a table of those verdicts.
+    """The comment's Markdown (ends with a newline): :func:`gate_comment`, then the
+    latency budgets (:func:`budget_comment`) in the room left."""
+    body = gate_comment(
+        records, judgements, machine=machine, threshold=threshold, strict=strict,
+        attributions=attributions,
+    )  # fmt: skip
+    return body + budget_comment(records, MAX_CHARS - len(body))
+
+
+def budget_comment(records: Sequence[Record], room: int) -> str:
+    """The latency budgets (``slo=``) in at most ``room`` characters: one line of counts
+    (``Latency budgets: 3 met``), and a table of the violated ones, which failed their
+    tests (only the line where the table would not fit); empty without budgets."""
+    from pytest_ortperf.gating.slo import table_row
+    from pytest_ortperf.results import SLO_OUTCOMES
+
+    judged = [(r, v) for r in records for v in getattr(r, "slo", ())]
+    if not judged:
+        return ""
+    counts = {o: sum(v.outcome == o for _, v in judged) for o in SLO_OUTCOMES}
+    line = ", ".join(f"{n} {o.replace('_', ' ')}" for o, n in counts.items() if n)
+    lines = ["", f"Latency budgets: {'**' + line + '**' if counts['violated'] else line}"]
+    violated = [(r, v) for r, v in judged if v.outcome == "violated"]
+    if violated:
+        header = "| verdict | test | measurement | figure | estimate | bounds | budget | headroom |"
+        lines += ["", header, "|---" * 8 + "|"]
+    for r, v in violated[:MAX_ROWS]:
+        cells = table_row("", v)
+        head = ["❌ **violated**", md_code(_cut(r.test), table=True), md_text(_cut(r.name))]
+        shown = [md_text(c) for c in (cells[1], cells[3], cells[4], cells[5], cells[6])]
+        lines.append("| " + " | ".join(head + shown) + " |")
+    if len(violated) > MAX_ROWS:
+        lines += ["", f"{len(violated) - MAX_ROWS} more violated budgets: see the CI log."]
+    text = "\n".join(lines) + "\n"
+    return text if len(text) <= room else "\n".join(lines[:2]) + "\n"
+
+
+def gate_comment(
+    records: Sequence[Record],
+    judgements: Sequence[Judgement] = (),
+    *,
+    machine: str,
+    threshold: float,
+    strict: bool = False,
+    attributions: Mapping[Key, Sequence[str]] | None = None,
+) -> str:
+    """The gate's part of the comment (ends with a newline): one line when nothing
+    regressed or improved, else that line and a table of those verdicts.
 
     ``machine``: the run's machine class (:func:`machine_class`); ``threshold``: the run's
     gate threshold; ``strict``: the run fails inconclusive and new verdicts too (they are
