@@ -203,13 +203,22 @@ class SloVerdict:
         return 1.0 - self.estimate / self.budget
 
     def to_dict(self) -> dict[str, Any]:
+        """Plain JSON: a missing bound or estimate (NaN, infinite) is None, as PostgreSQL's
+        JSON and strict readers take no NaN."""
         out = {name: getattr(self, name) for name in self.__dataclass_fields__}
         out["headroom"] = self.headroom  # derived, for readers of the JSON
-        return out
+        return {
+            k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in out.items()
+        }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> SloVerdict:
-        return cls(**{name: data[name] for name in cls.__dataclass_fields__})
+        def field_value(name: str) -> Any:
+            value = data[name]
+            floats = ("budget", "estimate", "low", "high", "confidence")
+            return math.nan if value is None and name in floats else value
+
+        return cls(**{name: field_value(name) for name in cls.__dataclass_fields__})
 
 
 def slo_verdicts(data: Mapping[str, Any]) -> tuple[SloVerdict, ...]:

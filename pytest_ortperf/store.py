@@ -834,7 +834,11 @@ def _measurement_row(run_id: int, record: Record) -> dict[str, Any]:
             calls_per_block=record.calls_per_block,
             session=_session(record),
             samples=encode_samples(record.samples),
-            extra={"preempted": record.preempted, "preempted_kept": record.preempted_kept},
+            extra={
+                "preempted": record.preempted,
+                "preempted_kept": record.preempted_kept,
+                **({"slo": [v.to_dict() for v in record.slo]} if record.slo else {}),
+            },
         )
     elif isinstance(record, Comparison):
         cand, ref = record.candidate, record.reference

@@ -10,7 +10,7 @@ report's "Change points" section show what it returns.
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,6 +56,26 @@ def _value(row: Mapping[str, Any]) -> float | None:
     except (TypeError, ValueError):
         return None
     return number if math.isfinite(number) and number > 0 else None
+
+
+BUDGET_KIND = "slo"
+"""The kind of the history of a latency budget's quantile (``ortperf changes``)."""
+
+
+def _with_budgets(records: Iterable[Mapping[Any, Any]]) -> Iterator[dict[str, Any]]:
+    """Each stored row, then one per latency budget it was judged against: kind
+    :data:`BUDGET_KIND`, name ``"<name> [p99 budget]"``, the budget's estimate as its median,
+    so that a budget whose quantile steps up (its headroom eaten) shows as a change."""
+    for record in records:
+        row = {str(k): v for k, v in record.items()}
+        yield row
+        extra = row.get("extra")
+        budgets = extra.get("slo") if isinstance(extra, Mapping) else None
+        for verdict in budgets if isinstance(budgets, list) else ():
+            if isinstance(verdict, Mapping) and verdict.get("outcome") != "not_gated":
+                name = f"{row['name']} [{verdict.get('figure')} budget]"
+                yield {**row, "kind": BUDGET_KIND, "name": name, "ratio": None,
+                       "median": verdict.get("estimate")}  # fmt: skip
 
 
 def _text(value: Any) -> str | None:
@@ -108,8 +128,7 @@ def history_changes(
         frame = frame[frame["fingerprint"].fillna("").astype(str).str.startswith(machine)]
     wanted = None if keys is None else set(keys)
     series: dict[tuple[str | None, str | None, MeasurementKey], dict[int, dict[str, Any]]] = {}
-    for record in frame.to_dict("records"):
-        row = {str(k): v for k, v in record.items()}
+    for row in _with_budgets(frame.to_dict("records")):
         key = (str(row["test"]), str(row["name"]), str(row["kind"]), str(row["api"]))
         if (wanted is not None and key not in wanted) or _value(row) is None:
             continue
