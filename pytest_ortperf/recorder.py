@@ -749,7 +749,8 @@ class Recorder:
                 budgets, values_of, self._alpha, unit=unit,
                 cpu_model=env.get("cpu_model"), cpus=env.get("effective_cpus"),
             )  # fmt: skip
-        message = failure_message(result.name, verdicts)
+        strict = self.gate is not None and self.gate.settings.strict
+        message = failure_message(result.name, verdicts, strict=strict)
         if message is not None and self.gate is not None:
             self.failures.append(message)
         return dataclasses.replace(result, slo=verdicts)  # type: ignore[type-var]

@@ -293,3 +293,10 @@ def test_pr_comment_lists_violated_budgets_within_its_room() -> None:
     assert "| ❌ **violated** | `t` | n | p99 | 1.00 ms |" in text
     assert budget_comment([record], 60) == "\nLatency budgets: **1 violated, 1 met**\n"
     assert budget_comment([_result(first)], 10_000) == ""
+
+
+def test_inconclusive_fails_only_when_strict() -> None:
+    undecided = judge([0.5] * 600, Budget("p99", 0.99, 1.0), 0.01)
+    assert slo.failure_message("n", (undecided,)) is None
+    text = str(slo.failure_message("n", (undecided,), strict=True))
+    assert text.startswith("ortperf: 'n' could not decide latency budget\n  INCONCLUSIVE p99")

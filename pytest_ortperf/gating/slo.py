@@ -512,13 +512,18 @@ def keep_measuring(
         values.extend(extra)
 
 
-def failure_message(test_name: str, verdicts: Sequence[SloVerdict]) -> str | None:
-    """The test's failure text for its violated budgets, None when none is."""
-    violated = [v for v in verdicts if v.outcome == "violated"]
-    if not violated:
+def failure_message(
+    test_name: str, verdicts: Sequence[SloVerdict], *, strict: bool = False
+) -> str | None:
+    """The test's failure text for its violated budgets (and, when ``strict``, as
+    ``--ortperf-strict`` asks, its inconclusive ones), None when none is."""
+    failing = ("violated", "inconclusive") if strict else ("violated",)
+    failed = [v for v in verdicts if v.outcome in failing]
+    if not failed:
         return None
-    lines = [f"ortperf: {test_name!r} violated its latency budget"]
-    lines += [f"  VIOLATED {v.message}" for v in violated]
+    what = "violated its" if any(v.outcome == "violated" for v in failed) else "could not decide"
+    lines = [f"ortperf: {test_name!r} {what} latency budget"]
+    lines += [f"  {v.outcome.upper()} {v.message}" for v in failed]
     return "\n".join(lines)
 
 
