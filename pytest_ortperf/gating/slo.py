@@ -17,7 +17,18 @@ statistic). The lower bound mirrors it. A budget is
   within the budget, would make it ``met`` (:func:`calls_needed`).
 
 With no value over the budget, :func:`calls_needed` is LoadGen's minimum: 64 calls for a
-p90 and 662 for a p99 at 99% confidence.
+p90 and 662 for a p99 at 99% confidence (the bare order statistic would take 44 and 459).
+
+**Measuring on** (:func:`keep_measuring`, per-call budgets): the first look is at what the
+measurement took; while a budget is undecided, more calls are measured up to the next of
+an eighth, a quarter, half and all of the cap (:func:`cap_calls`: :data:`CAP_FACTOR` times
+the calls a first decision takes, at most :data:`MAX_SLO_CALLS`; 13,808 for a p99 at alpha
+0.01), and looked at again. At most :data:`LOOKS` looks, each at ``alpha / LOOKS``: looking
+again cannot raise the chance of a wrong ``violated`` (or ``met``) past ``alpha``.
+
+**Machine classes** (:func:`select`): a budget is for ``"any"`` machine or for a class named
+by words of its CPU model and, optionally, its effective CPUs (``"Xeon 8375C, 2 CPUs"``);
+the most specific match applies, and a machine that none names is ``not_gated``.
 
 Rates (calls per second) are floors: judged as the negated values against the negated
 budget. Medians of few values (a latency's blocks, a cold start's launches, a throughput
