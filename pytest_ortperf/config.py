@@ -118,6 +118,9 @@ class OrtperfConfig:
     baseline: str = "files"
     """Where baselines come from (:data:`~pytest_ortperf.gating.settings.BASELINE_SOURCES`)."""
     history: HistorySettings = field(default_factory=HistorySettings)
+    fail_blind: bool = False
+    """``--ortperf-fail-blind``: an update fails a test whose baseline cannot see its
+    threshold."""
 
     @classmethod
     def from_pytest(cls, config: pytest.Config) -> OrtperfConfig:
@@ -140,6 +143,9 @@ class OrtperfConfig:
             config.getini("ortperf_strict"), "ini ortperf_strict"
         )
         update = bool(config.getoption("ortperf_update", False))
+        fail_blind = bool(config.getoption("ortperf_fail_blind", False)) or _flag(
+            config.getini("ortperf_fail_blind"), "ini ortperf_fail_blind"
+        )
         latency_mode = _latency_mode(config.getini("ortperf_latency"), "ini ortperf_latency")
         ignore = _fingerprint_keys(
             config.getini("ortperf_fingerprint_ignore"), "ini ortperf_fingerprint_ignore"
@@ -165,6 +171,7 @@ class OrtperfConfig:
             ),
             baseline=baseline,
             history=history,
+            fail_blind=fail_blind,
         )
 
     def engine_config(self, marker: dict[str, Any]) -> EngineConfig:

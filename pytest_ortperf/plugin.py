@@ -83,6 +83,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="also fail on inconclusive verdicts and on measurements with no baseline",
     )
     group.addoption(
+        "--ortperf-fail-blind",
+        action="store_true",
+        default=None,
+        help="with --ortperf-update: fail a test whose new baseline stays too noisy to "
+        "detect a slowdown of the threshold (it is always warned about)",
+    )
+    group.addoption(
         "--ortperf-report",
         default=None,
         metavar="FILE.html",
@@ -132,6 +139,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default="",
     )
     parser.addini("ortperf_strict", "fail inconclusive and new verdicts too", default="false")
+    parser.addini(
+        "ortperf_fail_blind",
+        "fail an update whose baseline cannot detect the threshold",
+        default="false",
+    )
     parser.addini(
         "ortperf_latency",
         "how latencies are gated: normalized (against a control workload measured "
@@ -513,6 +525,8 @@ def ortperf(request: pytest.FixtureRequest) -> Generator[Recorder, None, None]:
         gate=_gate(state, gate_settings) if gated else None,
         profile_arms=settings.update,
         baseline_runs=BASELINE_RUNS if settings.update else 1,
+        baseline_settings=gate_settings,
+        fail_blind=settings.fail_blind,
         # History baselines judge every latency against the stored runs' medians.
         latency_mode="absolute" if settings.baseline == "history" else gate_settings.latency_mode,
     )

@@ -17,7 +17,16 @@ import numpy as np
 import pytest
 
 from pytest_ortperf.feed_files import FeedPool, rotating
-from pytest_ortperf.gating.gate import Decision, Gate, GateFailure, failure_message
+from pytest_ortperf.gating.gate import (
+    BlindBaselineWarning,
+    Decision,
+    Gate,
+    GateFailure,
+    blind_baseline_message,
+    detects_of,
+    failure_message,
+)
+from pytest_ortperf.gating.settings import GateSettings
 from pytest_ortperf.measure import Samples, StopRule, TimingEngine, WarmupWarning, smoke
 from pytest_ortperf.ort_session import OrtSession, watches_cpu
 from pytest_ortperf.ortvalues import is_bfloat16
@@ -324,6 +333,8 @@ class Recorder:
         profile_arms: bool = False,
         baseline_runs: int = 1,
         latency_mode: str = "normalized",
+        baseline_settings: GateSettings | None = None,
+        fail_blind: bool = False,
     ) -> None:
         self.test = test
         self.measured = measured
@@ -337,6 +348,12 @@ class Recorder:
         """Independent runs a measurement is taken as (``--ortperf-update``: several, each
         on fresh sessions, their spread the baseline's between-run variance)."""
         self.latency_mode = latency_mode
+        self.baseline_settings = baseline_settings or GateSettings()
+        """Threshold and alpha a baseline taken here must be able to see
+        (:func:`~pytest_ortperf.gating.gate.detects_of`)."""
+        self.fail_blind = fail_blind
+        """Fail the test when its baseline stays too noisy to see the threshold
+        (``--ortperf-fail-blind``)."""
         """``normalized`` (a latency is measured interleaved with the control workload) or
         ``absolute``."""
         self.records: list[Record] = []
@@ -475,7 +492,7 @@ class Recorder:
         decision = self._decide(measure, entry)
         blocks = self._budget_blocks(decision.record, budgets, call, session)
         result = self._budgets(decision.record, budgets, {"median": blocks})
-        self._record(result, gated=True, verdicts=decision.verdicts)
+        self._record(result, gated=True, verdicts=decision.verdicts, extra=decision.extra)
         self._enforce(name, decision)
         return result
 
@@ -500,14 +517,29 @@ class Recorder:
         entry: Mapping[str, Any] | None,
     ) -> Decision[R]:
         """Measure as the run asks: once, or as several runs on fresh sessions when taking a
-        baseline, or through the gate (early stop, and a confirmation of what would fail)."""
+        baseline (more when they could not see a slowdown of the threshold), or through
+        the gate (session pairs, extension, and a confirmation of what would fail)."""
         if self.gate is not None:
-            return self.gate.decide(lambda e, stop: measure(e, stop, False), self.engine, entry)
+            return self.gate.decide(measure, self.engine, entry, merge_runs)
         k = self.baseline_runs if self.measured else 1
         if k <= 1:
             return Decision(measure(self.engine, None, False), [])
         engine = self.engine.scaled(1.0 / k)
-        return Decision(merge_runs([measure(engine, None, i > 0) for i in range(k)]), [])
+        parts = [measure(engine, None, i > 0) for i in range(k)]
+        record = merge_runs(parts)
+        settings = self.baseline_settings
+        detects = detects_of(record, settings.alpha)
+        if detects is not None and detects > settings.threshold:
+            # Too noisy to see the threshold: measure as many runs again, pooled with these.
+            parts += [measure(engine, None, True) for _ in range(k)]
+            record = merge_runs(parts)
+            detects = detects_of(record, settings.alpha)
+        if detects is not None and detects > settings.threshold:
+            message = blind_baseline_message(record.name, detects, settings.threshold, len(parts))
+            warnings.warn(BlindBaselineWarning(message), stacklevel=3)
+            if self.fail_blind:
+                self.failures.append(f"ortperf: {message}")
+        return Decision(record, [], detects=detects)
 
     def compare(
         self,
@@ -583,7 +615,7 @@ class Recorder:
         decision = self._judge_ab(self._decide(measure, entry), max_slowdown)
         result, verdicts = decision.record, decision.verdicts
         arms = {"reference": reference, "candidate": candidate}
-        extra = {}
+        extra = dict(decision.extra)
         if self.measured and self.profile_arms:
             from pytest_ortperf.profiling.attribution import op_shares
 
@@ -1474,7 +1506,9 @@ def compare_remote(
                     session.close()
 
     decision = recorder._judge_ab(recorder._decide(measure, entry), max_slowdown)
-    recorder._record(decision.record, gated=True, verdicts=decision.verdicts)
+    recorder._record(
+        decision.record, gated=True, verdicts=decision.verdicts, extra=decision.extra
+    )
 
     def attribute() -> list[str]:
         record = decision.record

@@ -172,6 +172,16 @@ def _signed_rank_cdf(n: int) -> FloatArray:
     return cdf
 
 
+@cache
+def _pairs(n: int) -> tuple[np.ndarray[Any, np.dtype[np.intp]], np.ndarray[Any, np.dtype[np.intp]]]:
+    """The index pairs ``i <= j`` of ``n`` values (their Walsh averages), built once per n:
+    the gate asks its stop rule many times at the same sizes."""
+    i, j = np.triu_indices(n)
+    i.flags.writeable = False
+    j.flags.writeable = False
+    return i, j
+
+
 def _bounds(ordered: FloatArray, c: int) -> tuple[float, float]:
     """``[x_(c), x_(M+1-c)]`` (1-based order statistics), infinite when ``c < 1``."""
     if c < 1:
@@ -190,9 +200,10 @@ def signed_rank_shift(d: Sequence[float] | FloatArray, alpha: float) -> Shift:
     n_all = x.size
     if n_all == 0:
         raise ValueError("no values to test")
-    i, j = np.triu_indices(n_all)
+    i, j = _pairs(n_all)
     walsh = np.sort((x[i] + x[j]) / 2.0)
-    estimate = float(np.median(walsh))
+    middle = walsh.size // 2
+    estimate = float(walsh[middle] if walsh.size % 2 else (walsh[middle - 1] + walsh[middle]) / 2)
 
     nonzero = x[x != 0]
     n = nonzero.size

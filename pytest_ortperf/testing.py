@@ -6,7 +6,7 @@ import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pytest_ortperf.measure import (
     Call,
@@ -63,7 +63,8 @@ class ScriptedEngine:
     outputs are still computed) and returns scripted samples instead of timings.
 
     ``measure`` and ``interleave`` are queues of samples (seconds per call) consumed one per
-    measurement; the last one repeats. Assign it to ``ortperf.engine`` in a test.
+    measurement; the last one repeats. A measurement the gate spreads over several session
+    pairs (or a baseline over several runs) replays its one entry for each of them. Assign it to ``ortperf.engine`` in a test.
     ``preempted`` is a queue of preempted-block counts consumed the same way (none: 0),
     reported in :attr:`Samples.preempted` of every arm (when the measurement was asked to
     ``watch_cpu``, else 0); each measurement's ``watch_cpu`` lands in ``watch_cpu``. A
@@ -99,6 +100,11 @@ class ScriptedEngine:
         self.min_blocks = min_blocks
         self.budget_factor = 1.0
         self.clock: Clock = _no_time
+        self._replay = False
+        """A copy scaled down to a share of the budget measures one of several session
+        pairs (or baseline runs) of one measurement: it takes one scripted entry and
+        replays it for each of them."""
+        self._held: dict[str, Any] = {}
 
     @property
     def log(self) -> list[object]:
@@ -118,10 +124,19 @@ class ScriptedEngine:
             values, self.calls_per_block, preempted=preempted if watch_cpu else 0, watched=watch_cpu
         )
 
+    def _take(self, queue: list[T], what: str) -> T:
+        """The next scripted item, or the one this replaying copy holds."""
+        if self._replay and what in self._held:
+            return self._held[what]  # type: ignore[no-any-return]
+        item = _next(queue, what)
+        if self._replay:
+            self._held[what] = item
+        return item
+
     def _next_preempted(self, watch_cpu: bool) -> int:
         """Log ``watch_cpu`` and take the next scripted preempted count (0 if none)."""
         self.watch_cpu.append(watch_cpu)
-        return _next(self._script.preempted, "preempted") if self._script.preempted else 0
+        return self._take(self._script.preempted, "preempted") if self._script.preempted else 0
 
     def scaled(self, factor: float) -> ScriptedEngine:
         self.log.append(("scaled", factor))
@@ -132,6 +147,7 @@ class ScriptedEngine:
         )
         child._script = self._script
         child.budget_factor = self.budget_factor * factor
+        child._replay = factor < 1.0
         return child
 
     def for_providers(self, providers: Sequence[str]) -> ScriptedEngine:
@@ -147,7 +163,7 @@ class ScriptedEngine:
         should_stop: StopRule | None = None,
     ) -> Samples:
         call()
-        values = _next(self._script.measure, "measure")
+        values = self._take(self._script.measure, "measure")
         self.log.append("measure")
         preempted = self._next_preempted(watch_cpu)
         if control is None:
@@ -181,7 +197,7 @@ class ScriptedEngine:
     ) -> list[Samples]:
         for call in calls:
             call()
-        arms = _next(self._script.interleave, "interleave")
+        arms = self._take(self._script.interleave, "interleave")
         self.log.append("interleave")
         preempted = self._next_preempted(watch_cpu)
         if len(arms) != len(calls):

@@ -25,21 +25,6 @@ import os
 import pytest
 from pg_server import URL_ENV, Postgres
 
-import pytest_ortperf.gating.gate
-import pytest_ortperf.measure
-import pytest_ortperf.models
-import pytest_ortperf.recorder
-import pytest_ortperf.store
-import pytest_ortperf.testing
-
-
-@pytest.fixture(autouse=True)
-def _no_machine_load(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Verdicts of in-process pytester runs must not depend on how busy this machine is
-    (a load average above its CPUs turns a normalized regression into ``unstable``): the
-    gate reads no load here; tests/test_gate_warnings.py injects loads where it matters."""
-    monkeypatch.setattr(pytest_ortperf.gating.gate, "_load_average", lambda: None)
-
 
 @pytest.fixture(autouse=True)
 def _wide_terminal(monkeypatch: pytest.MonkeyPatch) -> None:

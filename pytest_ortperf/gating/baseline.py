@@ -63,6 +63,7 @@ from pytest_ortperf.gating.memory_rule import check_memory_entry, judge_memory_e
 from pytest_ortperf.gating.placement import Placement, add_placement, read_placement
 from pytest_ortperf.gating.rules import (
     RatioBaseline,
+    downgrade,
     judge_ratio,
     judge_structure,
     new,
@@ -1058,7 +1059,6 @@ def judge_entry(
     alpha: float = 0.01,
     fingerprint_ignore: Collection[str] = (),
     earlier_medians: Sequence[float] | None = None,
-    load_average: float | None = None,
 ) -> list[Verdict]:
     """Verdicts of one measured record against its baseline entry (None: not stored yet).
 
@@ -1068,8 +1068,7 @@ def judge_entry(
     store). A fingerprint key of :data:`RATIO_KEYS` (normalized latencies too) or
     :data:`LATENCY_KEYS` (absolute) that differs, and is not in ``fingerprint_ignore``,
     makes the timing verdict ``not_comparable``. ``latency_threshold`` defaults to
-    ``threshold``. Timing verdicts carry :func:`measurement_warnings` (``load_average``:
-    the machine's one-minute load when measured).
+    ``threshold``. Timing verdicts carry :func:`measurement_warnings`.
     """
     kind = record_dict.get("kind")
     if kind == "memory":  # a tolerance on bytes: no timing warnings apply
@@ -1095,10 +1094,16 @@ def judge_entry(
         ]  # fmt: skip
     else:
         raise ValueError(f"unknown record kind {kind!r}")
-    notes, trusted, busy = measurement_warnings(record_dict, environment, load_average)
-    # A normalized latency on a busy machine cannot tell contention that hits the model
-    # harder than the control from a slower model (a ratio of two variants of one model can).
-    trusted = trusted and not (busy and record_dict.get("control"))
+    notes, trusted, busy = measurement_warnings(record_dict)
+    if busy and record_dict.get("control") and trusted:
+        # A normalized latency on a busy machine cannot tell contention that hits the model
+        # harder than the control from a slower model (a ratio of two variants of one
+        # model can): near the threshold, that is not a regression to fail on.
+        notes = [
+            *notes,
+            "a busy machine may slow the model more than its control (normalized latency)",
+        ]
+        trusted = False
     return [_with_warnings(v, notes, trusted) for v in verdicts]
 
 
@@ -1108,13 +1113,14 @@ PREEMPTED_BUSY = 0.10
 """Share of preempted blocks from which the machine counts as busy."""
 
 
-def measurement_warnings(
-    record_dict: Mapping[str, Any], environment: Mapping[str, Any], load_average: float | None
-) -> tuple[list[str], bool, bool]:
+def measurement_warnings(record_dict: Mapping[str, Any]) -> tuple[list[str], bool, bool]:
     """What a verdict should say about how its measurement went (pyperf-style warnings);
-    whether the measurement can be trusted to fail a test at all (not when every block was
-    preempted and kept for want of clean ones); and whether the machine was busy (load
-    above its CPUs, or :data:`PREEMPTED_BUSY` of the blocks preempted)."""
+    whether the measurement can be trusted to fail a test near its threshold (not when
+    every block was preempted and kept for want of clean ones); and whether the machine
+    was busy while it was measured (:data:`PREEMPTED_BUSY` of the blocks preempted).
+
+    The load average is not read: a lagging one-minute mean, it called quiet runs that
+    followed busy ones busy (issue 22), and preempted blocks are measured in the run."""
     arm = record_dict.get("candidate") if record_dict.get("kind") == "compare" else record_dict
     arm = arm or {}
     notes = []
@@ -1131,27 +1137,18 @@ def measurement_warnings(
             f"{preempted / blocks:.0%} of blocks were preempted and left out: more busy "
             "processes than cores"
         )
-    cpus = environment.get("effective_cpus") or environment.get("logical_cores")
-    loaded = load_average is not None and bool(cpus) and load_average > float(cpus or 0)
-    if loaded:
-        notes.append(
-            f"load average {load_average:.1f} on {cpus} CPUs: the machine was busy; run on a "
-            "quieter runner"
-        )
-    busy = kept or loaded or bool(blocks and preempted / blocks >= PREEMPTED_BUSY)
+    busy = kept or bool(blocks and preempted / blocks >= PREEMPTED_BUSY)
     return notes, not kept, busy
 
 
 def _with_warnings(verdict: Verdict, notes: Sequence[str], trusted: bool) -> Verdict:
-    if verdict.metric == "structure" or (not notes and trusted):
+    """``verdict`` with the measurement's warnings; an untrusted measurement's regression
+    becomes ``unstable``, unless it is gross (:func:`~pytest_ortperf.gating.rules.downgrade`)."""
+    if verdict.metric == "structure" or not notes:
         return verdict
-    if not notes:  # busy, by its preempted blocks only
-        notes = ["the machine was busy (preempted blocks)"]
-    message = verdict.message + "; " + "; ".join(notes)
-    if not trusted and verdict.outcome is Outcome.REGRESSED:
-        message = message.replace("-> regressed", "-> unstable", 1)
-        return dataclasses.replace(verdict, outcome=Outcome.UNSTABLE, message=message)
-    return dataclasses.replace(verdict, message=message)
+    if trusted:
+        return dataclasses.replace(verdict, message=verdict.message + "; " + "; ".join(notes))
+    return downgrade(verdict, "; ".join(notes))
 
 
 def _judge_compare(
@@ -1181,7 +1178,9 @@ def _judge_compare(
     )
     if refused is not None:
         return [structure, refused]
-    verdict = judge_ratio(ratios, baseline, threshold=threshold, alpha=alpha)
+    verdict = judge_ratio(
+        ratios, baseline, threshold=threshold, alpha=alpha, runs=record_dict.get("runs")
+    )
     return [structure, _with_unchecked(verdict, missing)]
 
 
@@ -1218,16 +1217,15 @@ def _judge_latency(
         return refused
     ratios = [float(x) for x in record_dict["block_ratios"]]
     verdict = judge_ratio(
-        ratios, baseline, threshold=threshold, alpha=alpha, metric="latency", shown_baseline=stored
-    )
+        ratios, baseline, threshold=threshold, alpha=alpha, metric="latency",
+        shown_baseline=stored, runs=record_dict.get("runs"),
+    )  # fmt: skip
     drift = median(control["samples"]) / float(entry["control"]["median"]) - 1.0
     if verdict.outcome is Outcome.REGRESSED and abs(drift) > CONTROL_DRIFT:
-        verdict = dataclasses.replace(
+        verdict = downgrade(
             verdict,
-            outcome=Outcome.UNSTABLE,
-            message=verdict.message.replace("-> regressed", "-> unstable")
-            + f" (the control workload itself ran {format_change(drift)} against the "
+            f"the control workload itself ran {format_change(drift)} against the "
             "baseline's: the machine is busier or different now, and contention need not "
-            "hit the model and the control alike; re-run on a quieter runner)",
+            "hit the model and the control alike; re-run on a quieter runner",
         )
     return _with_unchecked(verdict, missing)

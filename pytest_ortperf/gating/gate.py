@@ -7,7 +7,7 @@ The statistics live in :mod:`pytest_ortperf.gating.rules` and the files in
 from __future__ import annotations
 
 import dataclasses
-import os
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +24,13 @@ from pytest_ortperf.gating.baseline import (
     ratio_baseline_of,
     split_nodeid,
 )
-from pytest_ortperf.gating.rules import decide_early, min_blocks_for
+from pytest_ortperf.gating.rules import (
+    CHECK_PAIRS,
+    decide_early,
+    detectable_change,
+    min_blocks_for,
+    ratio_baseline,
+)
 from pytest_ortperf.gating.settings import HISTORY_TAG, GateSettings
 from pytest_ortperf.measure import Engine, EngineConfig, StopRule, TimingEngine
 from pytest_ortperf.results import Comparison, LatencyResult, Outcome, Verdict
@@ -80,7 +86,15 @@ class Baselines:
 
 
 CONFIRM_BUDGET_FACTOR = 2.0
-"""A confirming measurement runs at this many times the budget, with no early stop."""
+"""A confirming measurement runs on this many times :data:`CHECK_PAIRS` fresh session
+pairs, each with the same share of the budget as the first's, and is not extended."""
+EXTEND_BUDGETS = 5.0
+"""An inconclusive check adds session pairs until its verdict is clear or it has spent
+this many budgets (15 pairs)."""
+
+
+def _undecided(verdict: Verdict) -> bool:
+    return verdict.metric != "structure" and verdict.outcome is Outcome.INCONCLUSIVE
 
 
 @dataclass(frozen=True)
@@ -92,22 +106,54 @@ class Decision(Generic[R]):
     record: R
     verdicts: list[Verdict]
     first: list[Verdict] | None = None
+    detects: float | None = None
+    """A baseline's smallest detectable slowdown (:func:`detects_of`), when one was taken."""
+
+    @property
+    def extra(self) -> dict[str, Any]:
+        """What the recorded payload carries besides the record (the baseline entry keeps
+        ``detects``)."""
+        return {} if self.detects is None else {DETECTS: self.detects}
 
 
-def _load_average() -> float | None:
-    """The one-minute load average (None where the platform has none)."""
-    try:
-        return os.getloadavg()[0]
-    except (AttributeError, OSError):
+DETECTS = "detects"
+"""Key of a baseline entry's smallest detectable slowdown (relative)."""
+
+
+class BlindBaselineWarning(UserWarning):
+    """A baseline too noisy to see a slowdown of its threshold, even after re-measuring."""
+
+
+def detects_of(record: LatencyResult | Comparison, alpha: float) -> float | None:
+    """The smallest slowdown a check against ``record`` taken as a baseline finds at
+    ``alpha`` with 90% power (None: no ratio to judge, e.g. an absolute latency)."""
+    data = record.to_dict()
+    if data.get("kind") == "latency" and not data.get("control"):
         return None
+    ratios = data.get("block_ratios")
+    if not ratios:
+        return None
+    baseline = ratio_baseline(ratios, data.get("runs"))
+    return detectable_change(baseline, alpha=alpha, pairs=CHECK_PAIRS)
+
+
+def blind_baseline_message(name: str, detects: float, threshold: float, runs: int) -> str:
+    """What an update says of a baseline that cannot see its threshold."""
+    return (
+        f"baseline of {name!r} detects only slowdowns >= {detects:.1%} (threshold "
+        f"{threshold:.1%}) after {runs} runs: the machine is too noisy for this threshold. "
+        "Take the baseline on a quieter machine (no other jobs), raise the budget "
+        "(@pytest.mark.ortperf(budget=...)) or the threshold; --ortperf-fail-blind makes "
+        "this fail the update"
+    )
 
 
 class Gate:
     """Judges the measurements of one test against its module's baseline file.
 
-    The procedure (README, "Gating"): a first measurement, with an early stop once its
-    verdict is clear; only a verdict that would fail the test is measured again, with
-    twice the budget and no early stop, and that second measurement decides. A false
+    The procedure (README, "Gating"; :meth:`decide`): a first measurement over several
+    session pairs, extended while undecided; only a verdict that would fail the test is
+    measured again on fresh pairs, and that fixed-size second measurement decides. A false
     alarm needs both to fail, so its probability is at most that of the second, a
     fixed-size test at ``alpha``: the whole procedure's false-alarm rate is at most
     ``alpha``, whatever the first measurement's looks spent.
@@ -119,11 +165,14 @@ class Gate:
         baselines: BaselineSource,
         environment: Callable[[], Mapping[str, Any]],
         history: Callable[[Mapping[str, Any]], Sequence[float] | None] | None = None,
+        clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         self.settings = settings
         self.baselines = baselines
         self.environment = environment
         self.history = history
+        self.clock = clock
+        """Seconds, for the time each verdict took (a fake one in tests)."""
         """Per-run medians of earlier runs of an absolute latency record on its
         fingerprint (None: no store to ask)."""
 
@@ -134,10 +183,10 @@ class Gate:
         except BaselineError as exc:
             raise GateFailure(f"ortperf baseline unusable: {exc}") from None
 
-    def stop_rule(self, entry: Mapping[str, Any] | None) -> StopRule | None:
-        """Early stop of a first measurement, once its verdict is clear (see
-        :func:`~pytest_ortperf.gating.rules.decide_early`). It may stop on a clear
-        regression only when a confirmation will decide."""
+    def stop_rule(self, entry: Mapping[str, Any] | None, *, may_reject: bool) -> StopRule | None:
+        """When one session pair of a measurement has said enough (see
+        :func:`~pytest_ortperf.gating.rules.decide_early`): it may stop a pair on a clear
+        regression only where a confirmation decides."""
         baseline = ratio_baseline_of(entry)
         if baseline is None:
             return None
@@ -148,7 +197,7 @@ class Gate:
             ratios = [c / r for r, c in zip(reference, candidate, strict=True)]
             return decide_early(
                 ratios, baseline, threshold=settings.threshold, alpha=settings.alpha,
-                may_reject=settings.confirm,
+                may_reject=may_reject and settings.confirm,
             )  # fmt: skip
 
         return clear
@@ -166,22 +215,64 @@ class Gate:
             alpha=self.settings.alpha,
             fingerprint_ignore=self.settings.fingerprint_ignore,
             earlier_medians=earlier,
-            load_average=_load_average(),
         )
 
     def decide(
         self,
-        measure: Callable[[TimingEngine, StopRule | None], R],
+        measure: Callable[[TimingEngine, StopRule | None, bool], R],
         engine: TimingEngine,
         entry: Mapping[str, Any] | None,
+        merge: Callable[[Sequence[R]], R],
     ) -> Decision[R]:
-        """Measure with ``measure(engine, stop_rule)``, judge, and confirm what would fail."""
-        first = measure(engine, self.stop_rule(entry))
-        verdicts = self.judge(first.to_dict(), entry)
+        """Measure with ``measure(engine, stop_rule, fresh)`` (``fresh``: on a newly created
+        session pair), judge, extend what is undecided and confirm what would fail.
+
+        Against a ratio baseline, a check spreads over :data:`CHECK_PAIRS` session pairs
+        (the test's own, then fresh ones), each with its share of the budget, so the
+        verdict holds the check's own between-pair spread. While the verdict is
+        ``inconclusive`` it adds pairs, up to :data:`EXTEND_BUDGETS` budgets. A verdict that
+        would fail the test is measured again on fresh pairs at
+        :data:`CONFIRM_BUDGET_FACTOR` times the budget, with no extension, and that
+        fixed-size measurement decides: a false alarm needs it to fail, so the procedure's
+        false-alarm rate is at most ``alpha`` however many looks the first one took.
+        """
+        started = self.clock()
+        if ratio_baseline_of(entry) is None:  # new, absolute, ...: nothing to pair against
+            first = measure(engine, None, False)
+            return Decision(first, self._timed(self.judge(first.to_dict(), entry), started, 1))
+        per_pair = engine.scaled(1.0 / CHECK_PAIRS)
+        stop = self.stop_rule(entry, may_reject=True)
+        parts: list[R] = []
+        most = round(CHECK_PAIRS * EXTEND_BUDGETS)
+        while True:
+            parts.append(measure(per_pair, stop, bool(parts)))
+            if len(parts) < CHECK_PAIRS:
+                continue
+            record = merge(parts)
+            verdicts = self.judge(record.to_dict(), entry)
+            if len(parts) >= most or not any(_undecided(v) for v in verdicts):
+                break
+        verdicts = self._timed(verdicts, started, len(parts))
         if not (self.settings.confirm and self._would_fail(verdicts)):
-            return Decision(first, verdicts)
-        second = measure(engine.scaled(CONFIRM_BUDGET_FACTOR), None)
-        return Decision(second, self.judge(second.to_dict(), entry), verdicts)
+            return Decision(record, verdicts)
+        started = self.clock()
+        again = round(CHECK_PAIRS * CONFIRM_BUDGET_FACTOR)
+        confirm = self.stop_rule(entry, may_reject=False)
+        fresh = engine.scaled(1.0 / CHECK_PAIRS)  # a measurement of its own
+        second = merge([measure(fresh, confirm, True) for _ in range(again)])
+        return Decision(
+            second, self._timed(self.judge(second.to_dict(), entry), started, again), verdicts
+        )
+
+    def _timed(self, verdicts: list[Verdict], started: float, pairs: int) -> list[Verdict]:
+        """Each timing verdict's message with the time its measurement took."""
+        took = f"; measured in {self.clock() - started:.1f} s over {pairs} session pair" + (
+            "s" if pairs != 1 else ""
+        )
+        return [
+            v if v.metric == "structure" else dataclasses.replace(v, message=v.message + took)
+            for v in verdicts
+        ]
 
     def _would_fail(self, verdicts: Sequence[Verdict]) -> bool:
         """Whether a timing verdict would fail the test (structure needs no second look)."""

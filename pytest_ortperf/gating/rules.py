@@ -25,6 +25,8 @@ Everything here is pure: no I/O, no clock, no onnxruntime, no pytest.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -35,7 +37,6 @@ from pytest_ortperf.results import Outcome, Verdict
 from pytest_ortperf.stats import (
     FloatArray,
     RunEstimate,
-    chi2_quantile,
     min_attainable_p,
     run_estimate,
     satterthwaite,
@@ -51,6 +52,11 @@ from pytest_ortperf.units import (
 
 MIN_EARLY_ROUNDS = 8
 """Fewest rounds :func:`decide_early` ever stops at."""
+
+CHECK_PAIRS = 3
+"""Session pairs a check spreads over (each with a third of the budget): the first is the
+test's own sessions, the others are created fresh, so that the check measures its own
+between-pair spread instead of assuming it."""
 
 FUSED_OPS = frozenset(
     {
@@ -121,10 +127,12 @@ def _positive(values: Sequence[float], what: str) -> FloatArray:
 class RatioBaseline:
     """What a baseline knows about a ratio, on log scale.
 
-    ``estimate`` is the mean of its runs' Hodges-Lehmann log-ratios; ``variance`` (with
-    ``df`` degrees of freedom) the sampling variance of that estimate; ``between`` the
-    variance of the true log-ratio from one run to the next (session pairs, processes),
-    with ``between_df`` degrees of freedom (infinite: an assumed floor, not a measurement).
+    ``estimate`` is the mean of its runs' Hodges-Lehmann log-ratios (each run on a freshly
+    created session pair); ``variance`` (with ``df`` degrees of freedom) the sampling
+    variance of that estimate; ``between`` the variance of the true log-ratio from one
+    session pair to the next, measured from the spread of the runs (``between_df`` = runs
+    - 1) or assumed (infinite ``between_df``); ``within`` the mean of the runs' own
+    sampling variances (their blocks' noise).
     """
 
     estimate: float
@@ -136,6 +144,7 @@ class RatioBaseline:
     n: int
     set_aside: int = 0
     """Runs left out as outliers (see :func:`ratio_baseline`); ``runs`` counts the others."""
+    within: float = 0.0
 
     @property
     def ratio(self) -> float:
@@ -152,47 +161,57 @@ class RatioBaseline:
         return math.exp(self.estimate - half), math.exp(self.estimate + half)
 
 
+def split_runs(logs: FloatArray, run_sizes: Sequence[int] | None, what: str) -> list[FloatArray]:
+    """``logs`` cut into consecutive runs of ``run_sizes`` (None or empty: one run)."""
+    sizes = [int(s) for s in run_sizes] if run_sizes else [logs.size]
+    if sum(sizes) != logs.size or any(s < 1 for s in sizes):
+        raise ValueError(f"{what}: run sizes {sizes} do not split {logs.size} block ratios")
+    return list(np.split(logs, np.cumsum(sizes)[:-1]))
+
+
 def ratio_baseline(
     block_ratios: Sequence[float], run_sizes: Sequence[int] | None = None
 ) -> RatioBaseline:
     """The :class:`RatioBaseline` of stored block ratios taken as ``run_sizes`` consecutive
     runs (``--ortperf-update`` measures several, each on a fresh session pair; None: one).
 
-    With several runs, the spread of their estimates measures the between-run variance,
-    taken at its :data:`BETWEEN_RUN_CONFIDENCE` upper bound (and at least
-    :data:`BETWEEN_RUN_FLOOR`); with one, :data:`BETWEEN_RUN_UNKNOWN` is assumed. A run far
-    from the others (a session pair that read 7% off while nine agreed within 0.5%, seen
-    here once in a hundred) is set aside rather than allowed to widen every later verdict.
+    With several runs, the spread of their estimates less their own noise measures the
+    between-run variance (never below :data:`BETWEEN_RUN_FLOOR`), with runs - 1 degrees
+    of freedom: the t quantiles of the test carry its uncertainty. With one run,
+    :data:`BETWEEN_RUN_UNKNOWN` is assumed. A run far from the others (a session pair that
+    read 7% off while nine agreed within 0.5%, seen here once in a hundred) is set aside
+    rather than allowed to widen every later verdict.
     """
+    ratios = tuple(float(x) for x in block_ratios)
+    return _ratio_baseline(ratios, tuple(int(s) for s in run_sizes) if run_sizes else None)
+
+
+@functools.lru_cache(maxsize=256)
+def _ratio_baseline(
+    block_ratios: tuple[float, ...], run_sizes: tuple[int, ...] | None
+) -> RatioBaseline:
+    # Cached: a check asks for its entry's baseline at every look of every session pair.
     logs = np.log(_positive(block_ratios, "baseline block ratios"))
-    sizes = [int(s) for s in run_sizes] if run_sizes else [logs.size]
-    if sum(sizes) != logs.size or any(s < 1 for s in sizes):
-        raise ValueError(f"run sizes {sizes} do not split {logs.size} block ratios")
-    cuts = np.cumsum(sizes)[:-1]
-    runs = [run_estimate(part) for part in np.split(logs, cuts)]
+    runs = [run_estimate(part) for part in split_runs(logs, run_sizes, "baseline")]
     kept = _without_outlier_runs(runs)
     set_aside = len(runs) - len(kept)
     runs = kept
     # Several runs: the mean of their estimates (a pooled Hodges-Lehmann estimate would
     # behave like a median of the runs' offsets, less efficient than their mean).
     estimate = math.fsum(r.estimate for r in runs) / len(runs)
-    within = [(r.se * r.inflation) ** 2 for r in runs]
+    within_each = [(r.se * r.inflation) ** 2 for r in runs]
+    within = math.fsum(within_each) / len(within_each)
     if len(runs) == 1:
         return RatioBaseline(
-            estimate, within[0], max(runs[0].n - 1, 1), BETWEEN_RUN_UNKNOWN**2, math.inf, 1,
-            logs.size,
+            estimate, within, max(runs[0].n - 1, 1), BETWEEN_RUN_UNKNOWN**2, math.inf, 1,
+            logs.size, 0, within,
         )  # fmt: skip
     k = len(runs)
     spread = float(np.var([r.estimate for r in runs], ddof=1))
-    # The spread of k runs is a rough estimate (k - 1 degrees of freedom): take its
-    # one-sided upper confidence bound, so that no single baseline, unlucky in its runs,
-    # makes its later checks fail often.
-    spread_up = (k - 1) * spread / chi2_quantile(1.0 - BETWEEN_RUN_CONFIDENCE, k - 1)
-    mean_within = math.fsum(within) / len(within)
-    between = max(spread_up - mean_within, BETWEEN_RUN_FLOOR**2)
+    between = max(spread - within, BETWEEN_RUN_FLOOR**2)
     return RatioBaseline(
-        estimate, max(spread_up, mean_within) / k, math.inf, between, math.inf, k, logs.size,
-        set_aside,
+        estimate, (between + within) / k, k - 1, between, k - 1, k, logs.size, set_aside,
+        within,
     )  # fmt: skip
 
 
@@ -214,8 +233,10 @@ def _without_outlier_runs(runs: Sequence[RunEstimate]) -> list[RunEstimate]:
 
 @dataclass(frozen=True)
 class RatioTest:
-    """The current run's log-ratio against a :class:`RatioBaseline`: the difference, its
-    standard error and degrees of freedom, and the run's own estimate (for dependence)."""
+    """The current measurement's log-ratio against a :class:`RatioBaseline`: the
+    difference, its standard error and degrees of freedom, the pooled estimate of the
+    current runs (``run``: mean estimate, standard error of that mean, block-weighted
+    lag-1 autocorrelation, all blocks) and how many session pairs (``pairs``) it spans."""
 
     difference: float
     se: float
@@ -224,6 +245,9 @@ class RatioTest:
     baseline: RatioBaseline
     widened: bool
     """Whether ``se`` carries the widening for dependent blocks."""
+    pairs: int = 1
+    between: float = 0.0
+    """The between-pair variance the test used (pooled from baseline and current runs)."""
 
     def p_above(self, x: float) -> float:
         """One-sided p-value of "the difference is above ``x``" being false."""
@@ -239,25 +263,57 @@ class RatioTest:
 
 
 def ratio_test(
-    block_ratios: Sequence[float], baseline: RatioBaseline, *, widen: bool = True
+    block_ratios: Sequence[float],
+    baseline: RatioBaseline,
+    *,
+    widen: bool = True,
+    runs: Sequence[int] | None = None,
 ) -> RatioTest:
-    """Set the current run's block ratios against ``baseline``: the difference of the
-    Hodges-Lehmann log-ratios, with the current run's sampling error (widened for
-    dependent blocks when ``widen``), one between-run deviation and the baseline's error."""
-    run = run_estimate(np.log(_positive(block_ratios, "block ratios")))
-    within = run.se * (run.inflation if widen else 1.0)
-    if baseline.between_df == baseline.df:
-        # Both come from the spread of the same runs: one estimate, not two.
-        parts = [(baseline.between + baseline.variance, baseline.df)]
-    else:
-        parts = [(baseline.between, baseline.between_df), (baseline.variance, baseline.df)]
-    variance, df = satterthwaite([(within**2, max(run.n - 1, 1)), *parts])
+    """Set the current blocks (``runs``: their sizes per session pair; None: one pair)
+    against ``baseline``: Welch's t on the mean Hodges-Lehmann log-ratios of the pairs.
+
+    The variance of the difference is ``between * (1/k + 1/m)`` (the true ratio moves from
+    one session pair to the next: k baseline pairs, m current ones) plus both sides' own
+    sampling error (the current one widened for dependent blocks when ``widen``) plus
+    :data:`BETWEEN_PROCESS_FLOOR` squared (what differs between the two processes and
+    nothing here measures). ``between`` pools the baseline's measured spread with the
+    current pairs' own (k + m - 2 degrees of freedom), so a check whose pairs disagree
+    more than the baseline's did (a busier machine) widens its own interval.
+    """
+    logs = np.log(_positive(block_ratios, "block ratios"))
+    parts = [run_estimate(part) for part in split_runs(logs, runs, "current")]
+    m = len(parts)
+    infl = [(r.inflation if widen else 1.0) for r in parts]
+    within_c = math.fsum((r.se * f) ** 2 for r, f in zip(parts, infl, strict=True)) / m
+    estimates = [r.estimate for r in parts]
+    current = math.fsum(estimates) / m
+    own = max(float(np.var(estimates, ddof=1)) - within_c, 0.0) if m > 1 else None
+    k = baseline.runs
     if math.isfinite(baseline.between_df):
-        # Never more confident than the runs that measured the between-run spread.
-        df = min(df, baseline.between_df)
+        between, between_df = baseline.between, baseline.between_df
+        if own is not None:
+            between_df = baseline.between_df + m - 1
+            between = (baseline.between_df * baseline.between + (m - 1) * own) / between_df
+        between = max(between, BETWEEN_RUN_FLOOR**2)
+    else:  # assumed, not measured: never below what the current pairs show
+        between, between_df = max(baseline.between, own or 0.0), math.inf
+    n = sum(r.n for r in parts)
+    rho = math.fsum(r.rho * r.n for r in parts) / n
+    pooled = RunEstimate(current, math.sqrt(within_c / m), rho, n)
+    base_within = baseline.within if baseline.within else baseline.variance
+    variance, df = satterthwaite(
+        [
+            (between * (1.0 / k + 1.0 / m), between_df),
+            (base_within / k, max(baseline.n - k, 1)),
+            (within_c / m, max(n - m, 1)),
+            (BETWEEN_PROCESS_FLOOR**2, math.inf),
+        ]
+    )
+    if math.isfinite(between_df):
+        df = min(df, between_df)  # never more confident than the pairs that measured it
     return RatioTest(
-        run.estimate - baseline.estimate, math.sqrt(variance), df, run, baseline,
-        widen and run.inflation > 1.0,
+        current - baseline.estimate, math.sqrt(variance), df, pooled, baseline,
+        widen and any(f > 1.0 for f in infl), m, between,
     )  # fmt: skip
 
 
@@ -286,6 +342,36 @@ UNSTABLE_ADVICE = (
     "process to cores"
 )
 
+GROSS_FACTOR = 2.0
+"""A regression whose interval's lower bound lies past this many times the threshold is
+gross: no rule about the machine (busy, drifting, dependent blocks) may turn it into
+``unstable``; it fails, with the warning attached."""
+
+
+def is_gross(verdict: Verdict) -> bool:
+    """Whether a regressed verdict is too far past its threshold to be muted."""
+    return verdict.outcome is Outcome.REGRESSED and verdict.low > GROSS_FACTOR * verdict.threshold
+
+
+def downgrade(verdict: Verdict, rule: str) -> Verdict:
+    """``verdict`` (regressed) turned ``unstable`` by ``rule`` (which names the figure
+    that triggered it), unless it is gross (:func:`is_gross`): then it stays regressed and
+    only carries the rule as a warning. The message always says which happened."""
+    if verdict.outcome is not Outcome.REGRESSED:
+        return dataclasses.replace(verdict, message=f"{verdict.message}; {rule}")
+    if is_gross(verdict):
+        note = (
+            f"; not downgraded although {rule}: the interval's lower bound "
+            f"{format_change(verdict.low)} is past {GROSS_FACTOR:g}x the threshold"
+        )
+        return dataclasses.replace(verdict, message=verdict.message + note)
+    message = verdict.message.replace("-> regressed", "-> unstable", 1)
+    return dataclasses.replace(
+        verdict,
+        outcome=Outcome.UNSTABLE,
+        message=f"{message}; downgraded from regressed because {rule}",
+    )
+
 
 def judge_ratio(
     block_ratios: Sequence[float],
@@ -295,20 +381,22 @@ def judge_ratio(
     alpha: float = 0.01,
     metric: str = "ratio",
     shown_baseline: float | None = None,
+    runs: Sequence[int] | None = None,
 ) -> Verdict:
-    """Judge the current run's paired block ratios candidate/reference against a baseline.
+    """Judge the current paired block ratios candidate/reference against a baseline.
 
-    A normalized latency passes its target/control block ratios with ``metric="latency"``
+    ``runs`` gives the sizes of the current blocks' session pairs (None: one pair). A
+    normalized latency passes its target/control block ratios with ``metric="latency"``
     and ``shown_baseline``, the baseline's median seconds per call: the verdict then shows
     seconds (that median scaled by the normalized change).
 
     A bare float baseline is a ratio known without error but from one unknown run (the
     between-run variance is :data:`BETWEEN_RUN_UNKNOWN`). The test is Welch's t on the
-    Hodges-Lehmann log-ratios (see :func:`ratio_test`); ``current`` is the run's
-    Hodges-Lehmann ratio, the interval the ``1 - 2 * alpha`` interval of the change.
-    Blocks with significant lag-1 autocorrelation widen the interval; a verdict that would
-    be regressed only without that widening, or whose run's halves disagree about the
-    regression (a drift), is ``unstable``.
+    pairs' Hodges-Lehmann log-ratios (see :func:`ratio_test`); ``current`` is the pairs'
+    mean ratio, the interval the ``1 - 2 * alpha`` interval of the change. Blocks with
+    significant lag-1 autocorrelation widen the interval; a verdict that would be
+    regressed only without that widening, or whose halves disagree about the regression
+    (a drift), is ``unstable``, unless the regression is gross (:func:`downgrade`).
     """
     _check_settings(threshold, alpha)
     if not isinstance(baseline, RatioBaseline):
@@ -316,25 +404,29 @@ def judge_ratio(
             raise ValueError(f"baseline ratio must be finite and positive, got {baseline}")
         baseline = RatioBaseline(math.log(baseline), 0.0, math.inf, BETWEEN_RUN_UNKNOWN**2,
                                  math.inf, 1, 0)  # fmt: skip
-    test = ratio_test(block_ratios, baseline)
+    test = ratio_test(block_ratios, baseline, runs=runs)
     outcome, why = _classify(test, threshold, alpha)
+    rule = ""
     if test.run.dependent:
         advice = UNSTABLE_ADVICE.format(rho=test.run.rho)
         if outcome is Outcome.REGRESSED:
             halves = _halves(block_ratios, baseline.estimate)
             if min(halves) <= math.log1p(threshold):
-                outcome = Outcome.UNSTABLE
-                why = (
-                    f"the run's first and second half read {format_change(math.expm1(halves[0]))}"
-                    f" and {format_change(math.expm1(halves[1]))}: {advice}"
+                rule = (
+                    f"the measurement's first and second half read "
+                    f"{format_change(math.expm1(halves[0]))} and "
+                    f"{format_change(math.expm1(halves[1]))}: {advice}"
                 )
         else:
-            naive, _ = _classify(ratio_test(block_ratios, baseline, widen=False), threshold, alpha)
+            naive, _ = _classify(
+                ratio_test(block_ratios, baseline, widen=False, runs=runs), threshold, alpha
+            )
             if naive is Outcome.REGRESSED or outcome is Outcome.INCONCLUSIVE:
                 outcome, why = Outcome.UNSTABLE, advice
             elif outcome is Outcome.OK:
                 why = f"interval widened: {advice}"
-    return _verdict(metric, test, threshold, alpha, why, outcome, shown_baseline)
+    verdict = _verdict(metric, test, threshold, alpha, why, outcome, shown_baseline)
+    return downgrade(verdict, rule) if rule else verdict
 
 
 def _halves(block_ratios: Sequence[float], baseline: float) -> tuple[float, float]:
@@ -368,12 +460,13 @@ def _verdict(
         else f"{base.n} blocks" if base.n else "a single figure"
     )  # fmt: skip
     normalized = " normalized by its control," if shown_baseline is not None else ""
+    pairs = f"{test.pairs} session pairs, " if test.pairs > 1 else ""
     message = (
         f"{metric} {format_metric(metric, current)} vs baseline "
         f"{format_metric(metric, baseline)} ({source}):{normalized} {format_change(change)} "
         f"{format_interval(math.expm1(low), math.expm1(high))} "
         f"{format_confidence(1 - 2 * alpha)}, threshold {threshold * 100:g}%, p={p:.2g}, "
-        f"{test.run.n} blocks -> {outcome.value}" + (f" ({why})" if why else "")
+        f"{pairs}{test.run.n} blocks -> {outcome.value}" + (f" ({why})" if why else "")
     )
     return Verdict(
         metric=metric,
@@ -400,15 +493,15 @@ def decide_early(
     may_reject: bool = True,
     min_rounds: int = MIN_EARLY_ROUNDS,
 ) -> bool:
-    """True when measuring more rounds cannot reasonably change the verdict.
+    """True when measuring more rounds of one session pair cannot reasonably change what
+    it contributes (the gate then moves on to the next pair, or decides).
 
-    With at least ``min_rounds`` ratios: the ``1 - 2 * alpha`` interval of the change lies
-    inside ``(-threshold, +threshold)`` (clearly ok), below ``-threshold`` (clearly
-    improved), or, when ``may_reject``, above the threshold (clearly regressed: allowed
-    only where a confirming measurement decides, since stopping on a regression at an
-    interim look would spend more than ``alpha``); or the run's own error has become small
-    beside what the baseline and the between-run spread leave (more blocks cannot narrow
-    the interval), when ``may_reject`` or the interval already excludes a regression.
+    With at least ``min_rounds`` ratios: the ``1 - 2 * alpha`` interval of the pair's
+    change lies inside ``(-threshold, +threshold)`` (clearly ok), below ``-threshold``
+    (clearly improved), or, when ``may_reject``, above the threshold (clearly regressed:
+    only where a confirming measurement decides); or the pair's own error has become small
+    beside the between-pair spread (more blocks cannot narrow the interval), when
+    ``may_reject`` or the interval already excludes a regression.
     """
     _check_settings(threshold, alpha)
     if len(block_ratios) < max(min_rounds, 2):
@@ -420,25 +513,52 @@ def decide_early(
         return True
     if may_reject and test.p_above(limit) < alpha:
         return True
-    fixed = math.sqrt(baseline.between + baseline.variance)
+    fixed = math.sqrt(max(baseline.between, BETWEEN_RUN_FLOOR**2))
     return (may_reject or not_slower) and test.run.se * test.run.inflation < SETTLED * fixed
 
 
+def detectable_change(
+    baseline: RatioBaseline,
+    *,
+    alpha: float = 0.01,
+    power: float = 0.9,
+    pairs: int = CHECK_PAIRS,
+) -> float:
+    """The smallest slowdown (relative, 0.05 = 5%) a check of ``pairs`` session pairs, as
+    noisy as the baseline's own runs, finds significant with probability ``power`` at
+    one-sided ``alpha`` against ``baseline`` (the "detects >= X%" of the reports)."""
+    k, m = baseline.runs, max(int(pairs), 1)
+    between = max(baseline.between, BETWEEN_RUN_FLOOR**2)
+    within = baseline.within if baseline.within else baseline.variance
+    variance, df = satterthwaite(
+        [
+            (between * (1.0 / k + 1.0 / m), baseline.between_df + m - 1),
+            (within * (1.0 / k + 1.0 / m), max(baseline.n - k, 1)),
+            (BETWEEN_PROCESS_FLOOR**2, math.inf),
+        ]
+    )
+    sd = math.sqrt(variance)
+    return math.expm1((t_quantile(1.0 - alpha, df) + t_quantile(power, df)) * sd)
+
+
 SETTLED = 0.3
-"""The early stop ends a run once its own standard error is below this share of the
-baseline's and the between-run part (the interval then narrows by under 5% more)."""
+"""A session pair's measurement ends once its own standard error is below this share of the
+between-pair spread (its estimate then moves less than the pairs differ)."""
 
 BETWEEN_RUN_FLOOR = 0.0025
-"""Least standard deviation of a log-ratio between runs assumed where it was measured:
-a quarter percent (measured on the development VM: 0.37% between processes, 0.45%
-between session pairs in one process, both within the runs' own noise)."""
+"""Least standard deviation of a log-ratio between session pairs assumed where it was
+measured: a quarter percent (measured on the development VM: 0.37% between processes,
+0.45% between session pairs in one process, both within the runs' own noise)."""
+
+BETWEEN_PROCESS_FLOOR = 0.0025
+"""Standard deviation allowed for what differs between the baseline's process and the
+check's and no session pair inside one process can show (allocation alignment, ASLR, the
+cores the process got): a quarter percent, the size of the between-process spread
+measured on the development VM (0.37%, within the runs' own noise)."""
 
 OUTLIER_RUN_Z = 5.0
 """How many robust standard deviations from the other runs a baseline run may read before
 it is set aside (normal runs go that far about once in two million)."""
-
-BETWEEN_RUN_CONFIDENCE = 0.99
-"""Confidence of the upper bound taken of the between-run spread a baseline's runs show."""
 
 BETWEEN_RUN_UNKNOWN = 0.01
 """Standard deviation of a log-ratio between runs assumed where nothing measured it (a

@@ -1,0 +1,218 @@
+"""Seeded simulations of the whole gate procedure, driven through the real
+:meth:`~pytest_ortperf.gating.gate.Gate.decide`: session pairs, the per-pair stop rule,
+extension while inconclusive, a confirmation on fresh pairs, and baselines taken the way
+``--ortperf-update`` takes them.
+
+A simulated CI job (a check) runs in its own process: one process offset shared by all its
+session pairs, then one offset per session pair, then block log-ratios around them. A
+baseline is its own process too: :data:`BASELINE_RUNS` session pairs sharing one process
+offset. Scenarios add what real runners show: a between-pair spread, process-level
+effects, odd session pairs far off, dependent (AR(1)) blocks and heavy-tailed blocks.
+
+Used by ``tests/test_gate_simulation.py`` (targets, at sizes a test suite affords) and by
+``benchmarks/plugin/test_gate_simulation_table.py`` (the README's table).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from pytest_ortperf.gating.gate import BASELINE_RUNS, UPDATE_BUDGET_FACTOR, Gate
+from pytest_ortperf.gating.settings import GateSettings
+from pytest_ortperf.measure import Call, Samples, StopRule, asks_stop_rule
+from pytest_ortperf.recorder import comparison, merge_runs
+from pytest_ortperf.results import Comparison, LatencyResult, Outcome
+from pytest_ortperf.testing import GATED_MIN_BLOCKS
+
+ROUNDS_PER_BUDGET = 240
+"""Rounds one budget (1 s) holds: 2 ms blocks, two arms, about 4 ms a round."""
+SIGMA = 0.02
+"""Standard deviation of one 2 ms block's log-ratio (an A/A figure measured here)."""
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """How blocks are drawn. Offsets and spreads are on log scale (0.02: about 2%)."""
+
+    name: str = "iid"
+    change: float = 0.0
+    between: float = 0.0
+    """Standard deviation of a session pair's offset."""
+    process: float = 0.0
+    """Standard deviation of a process's offset (baseline and check each draw one)."""
+    odd: float = 0.0
+    """Probability that a session pair reads :attr:`odd_offset` off."""
+    odd_offset: float = 0.07
+    rho: float = 0.0
+    """AR(1) dependence of consecutive blocks."""
+    tails: float = 0.0
+    """Degrees of freedom of Student-t blocks (0: normal blocks)."""
+    sigma: float = SIGMA
+
+    def pair_offset(self, rng: np.random.Generator) -> float:
+        offset = rng.normal(0.0, self.between) if self.between else 0.0
+        if self.odd and rng.random() < self.odd:
+            offset += self.odd_offset * rng.choice((-1.0, 1.0))
+        return float(offset)
+
+    def process_offset(self, rng: np.random.Generator) -> float:
+        return float(rng.normal(0.0, self.process)) if self.process else 0.0
+
+    def blocks(self, rng: np.random.Generator, n: int, offset: float) -> np.ndarray:
+        if self.tails:
+            # Student-t scaled to the same standard deviation.
+            noise = (
+                rng.standard_t(self.tails, n)
+                * self.sigma
+                * math.sqrt((self.tails - 2) / self.tails)
+            )
+        else:
+            noise = rng.normal(0.0, self.sigma, n)
+        if self.rho:
+            scale = math.sqrt(1 - self.rho**2)
+            for i in range(1, n):
+                noise[i] = self.rho * noise[i - 1] + scale * noise[i]
+        return np.asarray(offset + noise, dtype=np.float64)
+
+
+@dataclass
+class PairEngine:
+    """A TimingEngine whose every interleaved measurement is a fresh session pair of one
+    process: the reference arm at 1 ms per call, the candidate at ``exp(log-ratio)`` ms."""
+
+    scenario: Scenario
+    rng: np.random.Generator
+    offset: float
+    """The process's offset plus the true change."""
+    factor: float = 1.0
+    rounds: list[int] = field(default_factory=list)
+    """Rounds each measurement took (shared by scaled copies): the cost of a check."""
+
+    @property
+    def clock(self) -> Any:
+        return lambda: 0
+
+    def scaled(self, factor: float) -> PairEngine:
+        return PairEngine(self.scenario, self.rng, self.offset, self.factor * factor, self.rounds)
+
+    def measure(self, call: Call, **_: Any) -> Samples:
+        raise AssertionError("a comparison is measured interleaved")
+
+    def interleave(
+        self, calls: Sequence[Call], *, should_stop: StopRule | None = None, watch_cpu: bool = True
+    ) -> list[Samples]:
+        offset = self.offset + self.scenario.pair_offset(self.rng)
+        logs = self.scenario.blocks(
+            self.rng, max(round(ROUNDS_PER_BUDGET * self.factor), 2), offset
+        )
+        reference = [1e-3] * logs.size
+        candidate = list(1e-3 * np.exp(logs))
+        rounds = logs.size
+        for r in range(1, logs.size + 1):
+            if (
+                should_stop is not None
+                and asks_stop_rule(r, GATED_MIN_BLOCKS)
+                and should_stop([reference[:r], candidate[:r]])
+            ):
+                rounds = r
+                break
+        self.rounds.append(rounds)
+        return [Samples(tuple(reference[:rounds]), 1), Samples(tuple(candidate[:rounds]), 1)]
+
+
+def _arm(name: str, samples: Samples) -> LatencyResult:
+    return LatencyResult("t.py::t", name, "iobinding", samples.values, 1, True)
+
+
+def measure(engine: Any, stop: StopRule | None, fresh: bool) -> Comparison:
+    ref, cand = engine.interleave([], should_stop=stop)
+    return comparison(_arm("n:reference", ref), _arm("n:candidate", cand), "n", 0.95)
+
+
+def baseline_entry(rng: np.random.Generator, scenario: Scenario) -> dict[str, Any]:
+    """A compare entry taken as ``--ortperf-update`` takes it, in a process of its own:
+    :data:`BASELINE_RUNS` session pairs sharing :data:`UPDATE_BUDGET_FACTOR` budgets."""
+    engine = PairEngine(scenario, rng, scenario.process_offset(rng))
+    runs = engine.scaled(UPDATE_BUDGET_FACTOR / BASELINE_RUNS)
+    record = merge_runs([measure(runs, None, i > 0) for i in range(BASELINE_RUNS)])
+    return {
+        "kind": "compare", "test": "t", "name": "n", "api": "iobinding",
+        "ratio": record.ratio, "block_ratios": list(record.block_ratios),
+        "runs": list(record.runs), "op_histograms": {},
+    }  # fmt: skip
+
+
+@dataclass
+class Tally:
+    """Outcomes of simulated checks, per baseline, and the budgets they spent."""
+
+    per_baseline: list[Counter[Outcome]] = field(default_factory=list)
+    budgets: list[float] = field(default_factory=list)
+
+    @property
+    def total(self) -> Counter[Outcome]:
+        return sum(self.per_baseline, Counter())
+
+    @property
+    def checks(self) -> int:
+        return sum(self.total.values())
+
+    def rate(self, outcome: Outcome) -> float:
+        return self.total[outcome] / self.checks
+
+    @property
+    def worst_baseline(self) -> float:
+        """The highest regressed rate any one baseline's checks show."""
+        return max(t[Outcome.REGRESSED] / max(sum(t.values()), 1) for t in self.per_baseline)
+
+
+def simulate(
+    scenario: Scenario,
+    baselines: int,
+    checks: int,
+    *,
+    seed: int,
+    threshold: float = 0.05,
+    alpha: float = 0.01,
+    strict: bool = False,
+) -> Tally:
+    """``checks`` checks (each its own process) against each of ``baselines`` baselines."""
+    rng = np.random.default_rng(seed)
+    settings = GateSettings(threshold=threshold, alpha=alpha, strict=strict)
+    gate = Gate(settings, None, dict, clock=lambda: 0.0)  # type: ignore[arg-type]
+    tally = Tally()
+    for _ in range(baselines):
+        entry = baseline_entry(rng, scenario)
+        counts: Counter[Outcome] = Counter()
+        for _ in range(checks):
+            offset = math.log1p(scenario.change) + scenario.process_offset(rng)
+            engine = PairEngine(scenario, rng, offset)
+            decision = gate.decide(measure, engine, entry, merge_runs)
+            (ratio,) = [v for v in decision.verdicts if v.metric == "ratio"]
+            outcome = ratio.outcome
+            if strict and ratio.failed(strict=True):
+                outcome = Outcome.REGRESSED  # what fails the test
+            counts[outcome] += 1
+            tally.budgets.append(sum(engine.rounds) / ROUNDS_PER_BUDGET)
+        tally.per_baseline.append(counts)
+    return tally
+
+
+SCENARIOS = {
+    "iid": Scenario("iid"),
+    "pairs 0.5%": Scenario("pairs 0.5%", between=0.005),
+    "pairs 1%": Scenario("pairs 1%", between=0.01),
+    "pairs 2%": Scenario("pairs 2%", between=0.02),
+    "pairs 3%": Scenario("pairs 3%", between=0.03),
+    "process 0.25%": Scenario("process 0.25%", between=0.005, process=0.0025),
+    "odd pairs": Scenario("odd pairs", between=0.005, odd=0.03),
+    "AR(1) 0.5": Scenario("AR(1) 0.5", between=0.005, rho=0.5),
+    "heavy tails": Scenario("heavy tails", between=0.005, tails=3.0),
+}
+"""The scenarios of the README's table: no change in each, detection added by ``change``."""
