@@ -64,7 +64,8 @@ class ScriptedEngine:
 
     ``measure`` and ``interleave`` are queues of samples (seconds per call) consumed one per
     measurement; the last one repeats. A measurement the gate spreads over several session
-    pairs (or a baseline over several runs) replays its one entry for each of them. Assign it to ``ortperf.engine`` in a test.
+    pairs (or a baseline over several runs) replays its one entry for each of them.
+    Assign it to ``ortperf.engine`` in a test.
     ``preempted`` is a queue of preempted-block counts consumed the same way (none: 0),
     reported in :attr:`Samples.preempted` of every arm (when the measurement was asked to
     ``watch_cpu``, else 0); each measurement's ``watch_cpu`` lands in ``watch_cpu``. A
