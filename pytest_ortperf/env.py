@@ -289,9 +289,19 @@ def collect_environment() -> dict[str, Any]:
         "logical_cores": os.cpu_count(),
         "effective_cpus": _safely(effective_cpus),
         "memory_bytes": _total_memory(),
+        "ci": on_ci(),
     }
     env["fingerprint"] = machine_fingerprint(env)
     return env
+
+
+def on_ci() -> bool:
+    """Whether this run is a CI job: ``$CI`` set, and not to ``false``, ``0`` or ``no``
+    (GitHub Actions, GitLab CI, CircleCI, Travis, Buildkite and others set ``CI=true``;
+    elsewhere, set it in the job). History baselines pool CI runs only where there are
+    some (:mod:`pytest_ortperf.gating.history_baseline`)."""
+    value = os.environ.get("CI", "").strip().lower()
+    return value not in ("", "false", "0", "no")
 
 
 def machine_fingerprint(env: Mapping[str, Any]) -> str:

@@ -343,6 +343,44 @@ def test_compare_command_judges_as_the_history_gate(
     assert checks == 1  # the history's spread makes +6% too noisy to tell
 
 
+def test_runs_outside_ci_never_pollute_a_history_of_ci_runs(db: str) -> None:
+    # Issue 24 item 23: every local `--ortperf` run on main joined main's history window,
+    # runs slowed on purpose included. Where the window holds CI runs, only they count.
+    history(db, [0.9] * 6, env={**HERE, "ci": True})
+    history(db, [1.3] * 3, start=6, env={**HERE, "ci": False})  # slowed on purpose, locally
+    g = gate(db)
+    ratio = by_metric(judge(g, compare(0.9, 99)))["ratio"]
+    latency = g.judge(timing(0.9e-3, 99).to_dict(), None)[0]
+    for verdict in (ratio, latency):
+        assert verdict.outcome is Outcome.OK, verdict.message
+        assert "history baseline: 6 runs on branch 'main'" in verdict.message
+        assert "3 runs of the window set aside (a run outside CI ($CI unset))" in verdict.message
+    # A history of local runs only (no CI on this machine class) is a history all the same.
+    local = str(Path(db).with_name("local.sqlite")) if "://" not in db else None
+    if local is not None:
+        history(local, [0.9] * 6, env={**HERE, "ci": False})
+        verdict = gate(local).judge(timing(0.9e-3, 99).to_dict(), None)[0]
+        assert verdict.outcome is Outcome.OK and "6 runs on branch" in verdict.message
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [(None, False), ("", False), ("true", True), ("1", True), ("False", False), ("0", False)],
+)
+def test_runs_record_whether_they_ran_on_ci(
+    monkeypatch: pytest.MonkeyPatch, value: str | None, expected: bool
+) -> None:
+    from pytest_ortperf import env
+
+    if value is None:
+        monkeypatch.delenv("CI", raising=False)
+    else:
+        monkeypatch.setenv("CI", value)
+    data = env.collect_environment()
+    assert data["ci"] is expected
+    assert data["fingerprint"] == env.machine_fingerprint({**data, "ci": not expected})
+
+
 # -- machine classes ------------------------------------------------------------------------
 
 

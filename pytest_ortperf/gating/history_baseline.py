@@ -5,7 +5,10 @@ Which runs: the newest ``window`` complete runs on the git branch (default ``mai
 machine class (:func:`pytest_ortperf.env.machine_fingerprint`) is the chosen one (default:
 this machine's) and that stored the measurement (:func:`pytest_ortperf.store.branch_records`).
 Interrupted runs never count, nor does the current run (it is stored when it ends), nor any
-other machine class or branch.
+other machine class or branch. Where any run of the window ran on CI (``$CI`` set, recorded
+as ``ci`` in its environment), the runs outside CI are set aside (:data:`OUTSIDE_CI`): a
+local run on ``main``, slowed on purpose or on a busy laptop of the same machine class,
+never joins the baseline CI gates against.
 
 How they judge, with the gate across runs (README, "Gating"):
 
@@ -107,6 +110,18 @@ class Found:
         return text
 
 
+OUTSIDE_CI = "a run outside CI ($CI unset)"
+"""Why a run of the window is set aside when others of it ran on CI (``ci`` of its
+environment, :func:`pytest_ortperf.env.collect_environment`)."""
+
+
+def ci_only(views: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether the window's runs outside CI are set aside: when any of them ran on CI. A
+    machine class whose history holds no CI run (a developer's machine) keeps its runs;
+    runs stored before the key existed are neither."""
+    return any(view.get("ci") is True for view in views)
+
+
 def _ratio_key(view: Mapping[str, Any], record: Comparison) -> dict[str, dict[str, Any]]:
     return {
         role: fingerprint_of(view, (arm.session.to_dict() if arm.session else {}))
@@ -135,7 +150,11 @@ def pooled_compare(
     key = _ratio_key(newest_view, newest)
     kept: list[tuple[Mapping[str, Any], Comparison]] = []
     aside: list[str] = []
+    ci = ci_only([view for view, _ in runs])
     for view, rec in runs:
+        if ci and view.get("ci") is False:
+            aside.append(OUTSIDE_CI)
+            continue
         now = _ratio_key(view, rec)
         diffs = [
             d.describe()
@@ -191,7 +210,11 @@ def history_medians(
     medians: list[float] = []
     kept: list[Mapping[str, Any]] = []
     aside: list[str] = []
+    ci = ci_only([view for view, _ in stored])
     for view, rec in stored:
+        if ci and view.get("ci") is False:
+            aside.append(OUTSIDE_CI)
+            continue
         if figure is not None:
             if not isinstance(rec, ColdStartResult) or not rec.figures.get(str(figure)):
                 continue
