@@ -564,7 +564,13 @@ def _change_cells(verdict: Verdict | str, a: dict[str, Any], b: dict[str, Any]) 
 
 def cmd_compare(args: argparse.Namespace) -> int:
     from pytest_ortperf.gating.history_baseline import judge_runs
-    from pytest_ortperf.store import StoreError, interrupted_runs, read_results, resolve_run_id
+    from pytest_ortperf.store import (
+        StoreError,
+        interrupted_runs,
+        list_runs,
+        read_results,
+        resolve_run_id,
+    )
 
     store = _store(args)
     include = args.include_interrupted
@@ -585,11 +591,13 @@ def cmd_compare(args: argparse.Namespace) -> int:
     b = read_results(store, run=run_b, samples=True).drop_duplicates(KEY, keep="last")
     merged = a.merge(b, on=KEY, how="outer", suffixes=("_a", "_b"), indicator=True)
 
+    listed = list_runs(store)
+
     def judged(key: tuple[str, str, str]) -> Verdict | str | None:
         try:
             verdict = judge_runs(
                 store, key, run_a, run_b, threshold=args.threshold, alpha=args.alpha,
-                window=args.window,
+                window=args.window, listed=listed,
             )  # fmt: skip
         except StoreError:  # rows the gate cannot read back (older stores): the two runs
             return None

@@ -22,7 +22,8 @@ Method (:func:`find_changes`), on the logarithm of the per-run values (a step is
    ``min_segment`` runs (so a step at the newest runs shows once 3 runs confirm it).
    ``sigma`` is the raw values' scale while the fit sees filtered ones (less noisy, and
    correlated): ``penalty`` is calibrated by simulation, not taken from BIC. O(n**2) in
-   the number of runs, vectorized: 2,000 runs take about 0.06 s on a 2-core VM.
+   the number of runs, vectorized: 2,000 runs take about 0.06 s on a 2-core VM (a fit;
+   dependent runs take up to :data:`REFITS` more, step 4).
 4. **Dependent runs**: runs whose noise is autocorrelated (a runner's speed that wanders
    over days) make a level that drifts and comes back, which a penalty sized for
    independent noise cuts into steps (38% of 200-run histories of AR(1) noise with

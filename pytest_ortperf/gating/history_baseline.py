@@ -38,7 +38,7 @@ import math
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_ortperf.gating.baseline import ENVIRONMENT_KEYS, ROLES, local_record
 from pytest_ortperf.gating.fingerprint import (
@@ -63,6 +63,9 @@ from pytest_ortperf.results import (
     Verdict,
 )
 from pytest_ortperf.units import format_metric, match_machine
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 StoredRun = tuple[Mapping[str, Any], Record]
 """A stored run's view (:func:`pytest_ortperf.store.branch_records`) and its record."""
@@ -274,6 +277,7 @@ def judge_runs(
     threshold: float,
     alpha: float,
     window: int = HistorySettings.window,
+    listed: pd.DataFrame | None = None,
 ) -> Verdict | str | None:
     """The gate's verdict of run ``run_b``'s measurement ``key`` (test, name, kind) against
     the history that ends at run ``run_a`` (``ortperf compare``): the newest ``window``
@@ -286,13 +290,14 @@ def judge_runs(
     runs there were). None when either run is not a complete, measured run on a branch, or
     for a latency measured on another machine class or otherwise than run ``run_a`` (the
     caller falls back to the two runs alone, which says why).
-    Raises StoreError."""
+    ``listed`` is the store's :func:`~pytest_ortperf.store.list_runs` (read once for many
+    measurements; None: read here). Raises StoreError."""
     from pytest_ortperf.gating.baseline import entry_from_record, judge_entry
     from pytest_ortperf.gating.history import judge_against_runs
     from pytest_ortperf.store import INTERRUPTED, branch_records, list_runs
 
     test, name, kind = key
-    listed = list_runs(store)
+    listed = list_runs(store) if listed is None else listed
     listed = listed[~listed[INTERRUPTED].astype(bool)]
 
     def runs_upto(run_id: int, keep: int) -> tuple[list[StoredRun], str, str] | None:
