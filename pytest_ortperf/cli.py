@@ -505,7 +505,10 @@ def _block_ratios(side: dict[str, Any]) -> list[float]:
 
 
 def _verdict(a: dict[str, Any], b: dict[str, Any], threshold: float, alpha: float) -> Verdict | str:
-    """The gate's verdict of run B's measurement against run A's, or why there is none.
+    """The verdict of run B's measurement against run A's alone, or why there is none:
+    what ``compare`` falls back to where the history up to run A cannot be read
+    (:func:`~pytest_ortperf.gating.history_baseline.judge_runs`: runs outside any branch,
+    older rows, a latency on another machine class or with other settings).
 
     Comparisons: B's block ratios against A's (one run: the gate's assumed between-run
     spread); latencies: the unit of replication is the run, so one earlier run leaves B's
