@@ -8,8 +8,9 @@ clock()``), which span the same two clock calls with nothing between them.
 
 A measurement goes in *rounds*. Each round times, for every target in turn (ABBA order for
 two), one engine block of ``k`` calls (``k`` calibrated so a block lasts ``block_s``, as the
-engine does) and then ``m`` single calls, as many for every target: the smallest ``k``,
-lowered where need be so that ``min_rounds`` rounds fit in ``max_calls``. The blocks give a
+engine does) and then ``m`` single calls: ``k`` itself, lowered where need be so that
+``max_calls`` holds twice the rounds the slowest target needs (``min_calls``, in at least
+``min_rounds`` rounds), but never below the slowest target's own ``m``. The blocks give a
 block median measured beside the single calls, under the same conditions: the timer-cost
 correction is checked against it (:attr:`PerCallSamples.block_median`). A round whose block
 or single calls were preempted (thread CPU time below
@@ -173,7 +174,8 @@ def measure_per_call(
     timer_before = timer_cost_ns(clock)
     ks = [engine.warm_up(call)[0] for call in calls]
     # single calls per round: as many for every target, and min_rounds rounds in max_calls
-    m = max(1, min(min(ks), cfg.max_calls // cfg.min_rounds))
+    ms = _singles_per_round(cfg, ks)
+    m = min(ms)  # the slowest target's: it decides the rounds
     singles: list[list[int]] = [[] for _ in calls]
     blocks: list[list[float]] = [[] for _ in calls]
     hit: list[bool] = []
@@ -190,7 +192,7 @@ def measure_per_call(
             cap, give_up, short = _sized_cap(cfg, m, (now - start) * NS, rounds, clean, start)
             warned = warned or short
         if rounds >= 2:
-            if (rounds + 1) * m > cfg.max_calls:
+            if (rounds + 1) * max(ms) > cfg.max_calls:
                 break  # max_calls bounds the calls taken, preempted rounds included
             enough = clean * m >= cfg.min_calls
             spent = (now - start) * NS >= cfg.budget_s
@@ -206,7 +208,7 @@ def measure_per_call(
         for i in order:
             per_call, block_hit = engine.timed_block(calls[i], ks[i], watch_cpu)
             blocks[i].append(per_call)
-            single_hit = _time_singles(calls[i], m, singles[i], clock, cpu_clock, watch_cpu)
+            single_hit = _time_singles(calls[i], ms[i], singles[i], clock, cpu_clock, watch_cpu)
             interrupted = interrupted or block_hit or single_hit
         hit.append(interrupted)
     timer = (timer_before + timer_cost_ns(clock)) / 2
@@ -223,7 +225,7 @@ def measure_per_call(
         )
     keep_all = len(hit) - dropped < 2
     out = []
-    for i, k in enumerate(ks):
+    for i, (k, m) in enumerate(zip(ks, ms, strict=True)):
         kept_rounds = [r for r, h in enumerate(hit) if keep_all or not h]
         out.append(
             PerCallSamples(
@@ -243,6 +245,17 @@ def measure_per_call(
             )
         )
     return out
+
+
+def _singles_per_round(cfg: PerCallConfig, ks: Sequence[int]) -> list[int]:
+    """Single calls a round of each target (blocks of ``ks`` calls): the slowest target's
+    ``m`` is its ``k`` with ``min_rounds`` rounds in ``max_calls``; each other target's is its
+    ``k`` with twice the rounds the slowest needs in ``max_calls``, and at least that ``m``.
+    Many single calls a round for a fast target keep the one call right after its block (on
+    a busy machine, sometimes slower) from weighing on its tail."""
+    slowest = max(1, min(min(ks), cfg.max_calls // cfg.min_rounds))
+    rounds = max(cfg.min_rounds, math.ceil(cfg.min_calls / slowest))
+    return [max(slowest, min(k, cfg.max_calls // (2 * rounds))) for k in ks]
 
 
 def _sized_cap(

@@ -371,7 +371,7 @@ def test_fat_tail(ort_session, ort_feeds, ortperf):
     ref = ort_session(models.deep_chain(layers=1))
     cand = ort_session(models.deep_chain(layers=200))
     ortperf.per_call(cand, ort_feeds(ref, dims={"N": 1}), reference=ref, name="deep",
-                     q=0.9, min_calls=300, max_calls=600)
+                     q=0.9, min_calls=300, max_calls=10_000)
 """
 
 
