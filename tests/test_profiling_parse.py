@@ -422,6 +422,22 @@ def test_args_the_schema_lacks_take_the_generic_parse(tmp_path: Path) -> None:
     pd.testing.assert_frame_equal(nodes, read_profile(events).nodes)
 
 
+def test_args_missing_in_some_events_of_a_file(tmp_path: Path) -> None:
+    """The schema decode of a file (numbers as ints, None where missing) gives the frame
+    the generic parse of its events gives."""
+    events = load(ORT132)
+    for e in events:
+        if e["cat"] == "Node" and e["name"].startswith("then_add"):
+            del e["args"]["mem_arena_held"], e["args"]["node_index"]
+    path = tmp_path / "holes.json"
+    path.write_text(json.dumps(events))
+    nodes = read_profile(path).nodes
+    pd.testing.assert_frame_equal(nodes, read_profile(events).nodes)
+    add = nodes[nodes["name"] == "then_add"]
+    assert add["mem_arena_held"].isna().all() and add["node_index"].isna().all()
+    assert nodes[nodes["name"] == "rsum"]["mem_arena_held"].notna().all()
+
+
 def test_args_missing_in_some_events() -> None:
     events = load(ORT132)
     dropped = 0

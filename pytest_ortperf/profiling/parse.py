@@ -211,6 +211,11 @@ def _thread_stats(value: Any) -> tuple[int, int]:
 
 def _numeric(values: list[Any]) -> pd.Series | np.ndarray:
     """Numbers from ORT's string-typed args; NaN where missing or not a number."""
+    if values and type(values[0]) is int:  # decoded as ints already (the schema decode)
+        try:
+            return np.fromiter(values, dtype=np.int64, count=len(values))
+        except (TypeError, ValueError, OverflowError):
+            pass
     try:  # fast path: every value an integer written as a string (the usual case)
         with warnings.catch_warnings():
             warnings.simplefilter("error")
