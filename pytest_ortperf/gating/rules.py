@@ -461,11 +461,16 @@ def _verdict(
     )  # fmt: skip
     normalized = " normalized by its control," if shown_baseline is not None else ""
     pairs = f"{test.pairs} session pairs, " if test.pairs > 1 else ""
+    sees = (
+        f", baseline detects >= {detectable_change(base, alpha=alpha) * 100:.1f}%"
+        if base.runs > 1
+        else ""
+    )
     message = (
         f"{metric} {format_metric(metric, current)} vs baseline "
         f"{format_metric(metric, baseline)} ({source}):{normalized} {format_change(change)} "
         f"{format_interval(math.expm1(low), math.expm1(high))} "
-        f"{format_confidence(1 - 2 * alpha)}, threshold {threshold * 100:g}%, p={p:.2g}, "
+        f"{format_confidence(1 - 2 * alpha)}, threshold {threshold * 100:g}%{sees}, p={p:.2g}, "
         f"{pairs}{test.run.n} blocks -> {outcome.value}" + (f" ({why})" if why else "")
     )
     return Verdict(
