@@ -295,7 +295,7 @@ INVALID = "invalid"
 zero or negative: a damaged or hand-edited row)."""
 
 
-BRANCH_WIDTH = 12
+BRANCH_WIDTH = 11
 MACHINE_WIDTH = 8
 """Widths of ``ortperf history``'s branch and machine columns (a machine class prefix is
 what ``--machine`` takes), so that a row fits 100 columns with its change."""
@@ -339,7 +339,7 @@ def _history_block(key: tuple[str, ...], series: pd.DataFrame) -> str:
                 str(row["run_id"]),
                 _fmt_when(row["started"]),
                 _fmt_commit(row),
-                _cut(_text(row["branch"]), BRANCH_WIDTH),
+                _cut(escape_control(_text(row["branch"])), BRANCH_WIDTH),  # as shown
                 _text(row["fingerprint"])[:MACHINE_WIDTH],
                 _text(row["ort_version"]),
                 median_cell,
