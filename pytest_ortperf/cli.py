@@ -1,8 +1,8 @@
 """The ``ortperf`` command: browse, compare, export and prune the results store.
 
-Exit status (:data:`EXIT_STATUS`): 0 success, 1 ``compare`` found a regression, 2 usage or
-input error (bad arguments, a store missing, corrupt or unreadable, an output that cannot be
-written), 3 internal error (a bug: a short message and the traceback on stderr).
+Exit status (:data:`EXIT_STATUS`): 0 success, 1 ``compare`` or ``ab`` found a regression, 2
+usage or input error (bad arguments, a store missing, corrupt or unreadable, an output that
+cannot be written), 3 internal error (a bug: a short message and the traceback on stderr).
 New subcommands register a ``_add_<name>(subparsers, common)`` function in ``COMMANDS``.
 """
 
@@ -472,7 +472,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
         headers.append("status")
         for row, interrupted in zip(rows, frame["interrupted"], strict=True):
             row.append("interrupted" if interrupted else "complete")
-    print(table(headers, rows))
+    print(table(headers, rows, width=terminal_width()))
     if marked:
         print(f"\n{INTERRUPTED_NOTE}")
     return EXIT_OK

@@ -84,7 +84,7 @@ def test_marker_typo_fails_its_test_in_smoke_mode_with_or_without_the_fixture(py
         assert (
             f"{name}: unknown @pytest.mark.ortperf argument(s) ['budgt']; known: budget, "
             "block, threshold, alpha, structure, strict, latency, fingerprint_ignore, "
-            "providers; did you mean 'budget'?"
+            "providers, slo; did you mean 'budget'?"
         ) in out
     assert "argument(s) ['thresold']; known: " in out and "did you mean 'threshold'?" in out
     assert "@pytest.mark.ortperf: budget must be a number of seconds, got 'soon'" in out

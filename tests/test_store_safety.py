@@ -319,7 +319,11 @@ def test_help_lists_the_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "--help")
     assert code == 0
     assert "exit status:" in out
-    for line in ("0  success", "1  `compare` found a regression", "2  usage or input error"):
+    for line in (
+        "0  success",
+        "1  `compare` or `ab` found a regression",
+        "2  usage or input error",
+    ):
         assert line in out
     assert "3  internal error" in out
 

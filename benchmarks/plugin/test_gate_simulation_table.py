@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))
 
-from gate_sim import SCENARIOS, simulate
+from gate_sim import SCENARIOS, STRESS, simulate
 
 from pytest_ortperf.results import Outcome
 from pytest_ortperf.stats import wilson_interval
@@ -40,7 +40,7 @@ def test_gate_simulation_table(capsys: object) -> None:
         "| +6% caught | +8% caught | +11% caught | 2x caught | budgets per check |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for i, (name, scenario) in enumerate(SCENARIOS.items()):
+    for i, (name, scenario) in enumerate({**SCENARIOS, **STRESS}.items()):
         aa = simulate(scenario, baselines, per, seed=100 + i)
         zero = simulate(scenario, baselines // 5, per, seed=200 + i, threshold=0.0)
         caught = []
