@@ -1506,9 +1506,7 @@ def compare_remote(
                     session.close()
 
     decision = recorder._judge_ab(recorder._decide(measure, entry), max_slowdown)
-    recorder._record(
-        decision.record, gated=True, verdicts=decision.verdicts, extra=decision.extra
-    )
+    recorder._record(decision.record, gated=True, verdicts=decision.verdicts, extra=decision.extra)
 
     def attribute() -> list[str]:
         record = decision.record

@@ -36,9 +36,7 @@ def test_preempted_blocks_are_named_and_the_load_average_is_not_read() -> None:
     record = latency_record(preempted=20)
     notes, trusted, busy = measurement_warnings(record)
     assert trusted and busy
-    assert notes == [
-        "40% of blocks were preempted and left out: more busy processes than cores"
-    ]
+    assert notes == ["40% of blocks were preempted and left out: more busy processes than cores"]
 
 
 def test_a_measurement_of_only_preempted_blocks_cannot_fail_near_the_threshold() -> None:

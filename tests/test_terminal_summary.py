@@ -207,3 +207,34 @@ def test_smoke_tables_are_marked_unmeasured(pytester: pytest.Pytester) -> None:
     measured = pytester.runpytest(*RUN, "-s", "--ortperf")
     measured.assert_outcomes(passed=1)
     measured.stdout.fnmatch_lines(["*RANK [[]True, True[]] True"])
+
+
+def test_the_suite_level_false_alarm_bound_counts_only_tested_verdicts() -> None:
+    from pytest_ortperf.reports.rows import SummaryRow
+    from pytest_ortperf.reports.terminal import suite_rate_lines
+    from pytest_ortperf.results import Outcome
+
+    def row(metric: str, outcome: Outcome, confidence: float | None) -> SummaryRow:
+        return SummaryRow(outcome, "t.py::t", "m", "compare", metric, "", "", "",
+                          confidence=confidence)  # fmt: skip
+
+    gated = [
+        *(row("ratio", Outcome.OK, 0.98) for _ in range(49)),
+        row("latency", Outcome.REGRESSED, 0.98),
+        row("structure", Outcome.OK, None),  # deterministic: no false alarm to count
+        row("ratio", Outcome.NEW, 0.98),  # nothing tested yet
+        row("latency", Outcome.NOT_COMPARABLE, 0.98),
+    ]
+    # 50 verdicts at alpha 0.01: 1 - 0.99**50 = 39.5%
+    assert suite_rate_lines(gated, 200) == [
+        "50 timing verdicts gated at alpha 0.01 each: a false alarm anywhere in this run is "
+        "at most 39.5% likely"
+    ]
+    assert suite_rate_lines([row("structure", Outcome.OK, None)]) == []
+    one = suite_rate_lines([row("ratio", Outcome.OK, 0.98), row("ratio", Outcome.OK, 0.99)], 200)
+    assert one == [
+        "2 timing verdicts gated at alpha 0.01 or less each: a false alarm anywhere in this "
+        "run is at most 1.5% likely"
+    ]
+    narrow = suite_rate_lines(gated, 60)
+    assert max(map(len, narrow)) <= 60 and " ".join(narrow) == suite_rate_lines(gated, 200)[0]

@@ -862,7 +862,9 @@ def test_gate_quality_three_conditions(
         for b, pad in schedule:
             runs.append(bench.check(phase, levels[pad], b, pad))
             if len(runs) % 50 == 0:
-                say(f"  {phase}: {len(runs)}/{len(schedule)}, {time.perf_counter() - started:.0f} s")
+                say(
+                    f"  {phase}: {len(runs)}/{len(schedule)}, {time.perf_counter() - started:.0f} s"
+                )
         return runs
 
     setup_quiet = _median_wall(bench, quiet_dirs[0], 3, dry=True, threshold=False)
@@ -902,8 +904,7 @@ def test_gate_quality_three_conditions(
             inc = sum("inconclusive" in r.outcomes.get(RATIO, []) for r in group)
             uns = sum("unstable" in r.outcomes.get(RATIO, []) for r in group)
             lat_other = sum(
-                bool({"inconclusive", "unstable"} & set(r.outcomes.get(LATENCY, [])))
-                for r in group
+                bool({"inconclusive", "unstable"} & set(r.outcomes.get(LATENCY, []))) for r in group
             )
             measuring = _mean([r.wall_s - setup for r in group])
             lines.append(

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import math
+import textwrap
 from collections.abc import Mapping, Sequence
 
 from pytest_ortperf.gating.settings import HISTORY_TAG
@@ -286,12 +288,35 @@ def summary_lines(
                     f"{improved} improved, {len(new)} without baseline: "
                     "pytest --ortperf --ortperf-update records them"
                 )
+        lines += suite_rate_lines(gated, width)
         # An unstable verdict passes, but the machine needs attention: say why and what to do.
         for row in gated:
             if row.outcome is Outcome.UNSTABLE:
                 line = f"unstable {row.test}::{row.name} {row.metric}: {row.message}"
                 lines.append(escape_control(line))
     return lines
+
+
+def suite_rate_lines(gated: Sequence[SummaryRow], width: int = WIDTH) -> list[str]:
+    """How many timing verdicts this run gated, and the bound on a false alarm anywhere
+    among them: each verdict's procedure is held to its alpha, so at most
+    ``1 - prod(1 - alpha_i)`` (a suite of 50 tests at 0.01 may alarm 39% of the time)."""
+    alphas = [
+        (1.0 - row.confidence) / 2.0
+        for row in gated
+        if row.metric != "structure"
+        and row.confidence is not None
+        and row.outcome not in (Outcome.NEW, Outcome.NOT_COMPARABLE)
+    ]
+    if not alphas:
+        return []
+    bound = 1.0 - math.prod(1.0 - a for a in alphas)
+    line = (
+        f"{len(alphas)} timing verdict{'s' if len(alphas) != 1 else ''} gated at alpha "
+        f"{max(alphas):.3g}{' or less' if min(alphas) < max(alphas) else ''} each: a false "
+        f"alarm anywhere in this run is at most {bound:.1%} likely"
+    )
+    return textwrap.wrap(line, max(width, 40))
 
 
 def cold_start_row(record: ColdStartResult) -> tuple[str, str, str, str, str]:
