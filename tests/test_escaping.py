@@ -328,9 +328,11 @@ def test_summary_lines_escape_control_characters() -> None:
     records = hostile_records()
     lines = summary_lines(records, [judgement(IMG)])
     assert not any(set(RAW) & set(line) for line in lines)
-    # one line per record and per gated metric, plus headers and separators
+    # one line per record and per gated metric, plus headers and separators, and the
+    # suite-level line under the gated table
     tables = 3 + 1  # latency, comparison, memory, gated
-    assert len(lines) == len(records) + 1 + 2 * tables + (tables - 1)
+    assert len(lines) == len(records) + 1 + 2 * tables + (tables - 1) + 1
+    assert lines[-1].startswith("1 timing verdict gated at alpha")
     text = "\n".join(lines)
     assert "\\x1b[31mred\\x1b[0m" in text and "nul\\x00byte" in text
     assert "two\\nlines" in text and "cr\\rhere" in text and "mem\\x00<b>" in text
