@@ -2,7 +2,7 @@
 table of the performance page. Pure simulation (no timing): any machine gives the same
 figures for the same seed.
 
-Run (about 15 minutes on 2 cores)::
+Run (about 8 minutes at 300 checks on 2 cores; 1000 take about 25)::
 
     pytest -s benchmarks/plugin/test_gate_simulation_table.py
 
