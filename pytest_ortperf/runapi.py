@@ -186,8 +186,12 @@ class OrtBinding:
         self.feeds = {name: feeds[name] for name in session.input_names}
         self.binding = session.sess.io_binding()
         self._inputs: dict[str, ort.OrtValue] = {}
+        # On the CPU a bound OrtValue shares its array's memory and owns none of it: keep
+        # the (contiguous) arrays alive as long as this binding, and the binding as long
+        # as its call (below).
+        self._arrays = {name: np.ascontiguousarray(feeds[name]) for name in session.input_names}
         for name in session.input_names:
-            value = ort_value(feeds[name], device, device_id)
+            value = ort_value(self._arrays[name], device, device_id)
             self._inputs[name] = value
             self.binding.bind_ortvalue_input(name, value)
         if device != "cpu":
@@ -211,6 +215,7 @@ class OrtBinding:
         run = functools.partial(
             session.sess._sess.run_with_iobinding, self.binding._iobinding, self._run_options
         )
+        run.owner = self  # type: ignore[attr-defined]  # the call keeps its inputs alive
         if self.explicit_sync:
             sync = self.binding._iobinding.synchronize_outputs
 
@@ -333,8 +338,10 @@ def make_call(
         call = functools.partial(sess._sess.run, names, feeds, ort.RunOptions())
         return call, lambda: list(sess.run(None, feeds))
     if api == "run_with_ort_values":
-        values = {n: ort_value(a) for n, a in feeds.items()}
+        arrays = {n: np.ascontiguousarray(a) for n, a in feeds.items()}
+        values = {n: ort_value(a) for n, a in arrays.items()}
         call = functools.partial(sess.run_with_ort_values, names, values, ort.RunOptions())
+        call.owner = arrays  # type: ignore[attr-defined]  # the values share their memory
         return call, lambda: run_plain(sess, feeds)
     if api == "iobinding_bind_per_call":
         binding = sess.io_binding()

@@ -138,8 +138,9 @@ class Worker:
             binding = sess.io_binding()
             self._keep = []  # the OrtValues must outlive the binding
             for name, array in feeds.items():
-                value = ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(array))
-                self._keep.append(value)
+                contiguous = np.ascontiguousarray(array)  # shared, not copied: keep it too
+                value = ort.OrtValue.ortvalue_from_numpy(contiguous)
+                self._keep += [contiguous, value]
                 binding.bind_ortvalue_input(name, value)
             warm = sess.run(None, feeds)
             for output, value in zip(sess.get_outputs(), warm):  # noqa: B905 (Python < 3.10)

@@ -150,3 +150,55 @@ def test_binding_rejects_missing_feeds_and_bad_device():
         OrtBinding(s, {})
     with pytest.raises(ValueError, match="needs a session with CUDAExecutionProvider"):
         OrtBinding(s, make_feeds(input_specs(s.sess), dims={"N": 1}), device="cuda")
+
+
+def test_a_binding_call_keeps_its_inputs_alive() -> None:
+    # The timed call of an IOBinding may outlive the OrtBinding and the feeds it was made
+    # from (the control workload keeps only its call): the bound OrtValues share the numpy
+    # arrays' memory, so freed arrays left the call reading whatever was put there next
+    # (seen as a control workload 10x slower once another session was created).
+    import gc
+
+    import numpy as np
+
+    from pytest_ortperf import models
+    from pytest_ortperf.feeds import input_specs, make_feeds
+    from pytest_ortperf.ort_session import OrtSession
+    from pytest_ortperf.runapi import OrtBinding
+
+    def build() -> tuple[object, object, np.ndarray]:
+        session = OrtSession.create(models.control(), threads=1)
+        feeds = make_feeds(input_specs(session.sess), seed=3)
+        # a non-contiguous input too: the contiguous copy bound must stay alive as well
+        feeds = {k: np.asfortranarray(v) for k, v in feeds.items()}
+        expected = session.run({k: np.array(v) for k, v in feeds.items()})[0]
+        binding = OrtBinding(session, feeds)
+        return binding.call, binding._outputs[session.output_names[0]], expected
+
+    call, out, expected = build()
+    gc.collect()
+    junk = [np.full(64 * 256, 1e30, dtype=np.float32) for _ in range(64)]
+    others = [OrtSession.create(models.attention(dim=64), threads=1) for _ in range(2)]
+    call()  # type: ignore[operator]
+    np.testing.assert_allclose(out.numpy(), expected, rtol=1e-5)  # type: ignore[attr-defined]
+    assert junk and others
+
+
+def test_a_run_with_ort_values_call_keeps_its_inputs_alive() -> None:
+    import gc
+
+    from pytest_ortperf.runapi import make_call
+
+    def build() -> tuple[object, np.ndarray]:
+        session = OrtSession.create(models.control(), threads=1)
+        feeds = make_feeds(input_specs(session.sess), seed=4)
+        feeds = {k: np.asfortranarray(v) for k, v in feeds.items()}
+        expected = session.run({k: np.array(v) for k, v in feeds.items()})[0]
+        return make_call(session, feeds, "run_with_ort_values")[0], expected
+
+    call, expected = build()
+    gc.collect()
+    junk = [np.full(64 * 256, 1e30, dtype=np.float32) for _ in range(64)]
+    (out,) = call()  # type: ignore[operator]
+    np.testing.assert_allclose(out.numpy(), expected, rtol=1e-5)
+    assert junk
