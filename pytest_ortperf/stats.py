@@ -360,24 +360,6 @@ def t_quantile(q: float, df: float) -> float:
     return 0.5 * (low + high)
 
 
-def chi2_quantile(q: float, df: float) -> float:
-    """The ``q`` quantile of the chi-square distribution with ``df`` degrees of freedom,
-    exact for 1 and 2, else by the Wilson-Hilferty cube approximation (within 7% of the
-    exact quantile from 3 degrees of freedom at 5% and 95%; lower quantiles err low, i.e.
-    conservative when dividing by them)."""
-    if not 0.0 < q < 1.0:
-        raise ValueError(f"chi2_quantile: q must be in (0, 1), got {q}")
-    if not df > 0:
-        raise ValueError(f"chi2_quantile: degrees of freedom must be positive, got {df}")
-    if df == 1:  # exact: the square of a standard normal
-        return _NORMAL.inv_cdf((1.0 + q) / 2.0) ** 2
-    if df == 2:  # exact: an exponential with mean 2
-        return -2.0 * math.log1p(-q)
-    c = 2.0 / (9.0 * df)
-    cube = 1.0 - c + _NORMAL.inv_cdf(q) * math.sqrt(c)
-    return df * max(cube, 0.0) ** 3
-
-
 def satterthwaite(parts: Sequence[tuple[float, float]]) -> tuple[float, float]:
     """Sum of independent variance estimates ``(variance, degrees of freedom)`` and the
     Welch-Satterthwaite degrees of freedom of the sum (infinite parts are known exactly)."""

@@ -3,12 +3,13 @@
 Three metrics, strongest first (README, "Gating"):
 
 - ``structure``: op-type histograms of the ORT-optimized graphs, compared exactly.
-- ``ratio``: paired block ratios of one interleaved run (candidate/reference, or a latency's
-  target/control) against the baseline's. Each run's location is the Hodges-Lehmann
-  log-ratio of its blocks with a standard error from the signed-rank interval; the
-  difference current - baseline is judged with Welch's t, its variance the sum of the
-  current run's error (widened for dependent blocks), one between-run deviation and the
-  baseline's own error (:class:`RatioBaseline`).
+- ``ratio``: paired block ratios of interleaved session pairs (candidate/reference, or a
+  latency's target/control) against the baseline's runs. Each pair's location is the
+  Hodges-Lehmann log-ratio of its blocks with a standard error from the signed-rank
+  interval; the difference of the means is judged with Welch's t, its variance the
+  between-pair spread measured on both sides (pooled) over their counts, both sides' own
+  error (widened for dependent blocks) and an allowance for the process boundary
+  (:func:`ratio_test`, :class:`RatioBaseline`).
 - absolute latencies are judged against earlier runs' medians
   (:mod:`pytest_ortperf.gating.history`), never against the blocks of one run.
 

@@ -8,9 +8,9 @@ LATENCY_MODES = ("normalized", "absolute")
 MIN_HISTORY_RUNS = 5
 """Fewest stored runs a history baseline gates with, for ratios as for latencies (the
 latencies' :data:`pytest_ortperf.gating.history.MIN_RUNS`; here, so that validating the
-options imports no statistics). A ratio's between-run spread is taken at the 99% upper bound
-of what the runs show: 80 times their standard deviation from 2 runs, 10 from 3, 5.1 from
-4, 3.7 from 5, 2.1 from 10: below 5, nothing could be gated."""
+options imports no statistics). A ratio's between-run spread is measured from the runs and
+carried with runs - 1 degrees of freedom: the one-sided 99% t quantile is 31.8 from 2 runs,
+6.96 from 3 and 4.54 from 4 (2.82 from 10): below 5, nothing could be gated."""
 HISTORY_TAG = "history baseline"
 """Words in the message of every verdict judged against a history baseline
 (:mod:`~pytest_ortperf.gating.history_baseline`): its failure hints and the summary's are
