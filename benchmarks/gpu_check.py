@@ -24,11 +24,11 @@ import onnxruntime as ort
 from onnx import TensorProto
 
 from pytest_ortperf import models
-from pytest_ortperf.feeds import input_specs, make_feeds
-from pytest_ortperf.measure import Engine, EngineConfig
-from pytest_ortperf.ort_session import OrtSession
-from pytest_ortperf.ortvalues import run_plain
-from pytest_ortperf.runapi import OrtBinding
+from pytest_ortperf.measuring.calls import OrtBinding
+from pytest_ortperf.measuring.engine import Engine, EngineConfig
+from pytest_ortperf.measuring.feeds import input_specs, make_feeds
+from pytest_ortperf.measuring.ortvalues import run_plain
+from pytest_ortperf.measuring.session import OrtSession
 from pytest_ortperf.stats import paired_ratio, ratio_of_blocks, summarize
 
 DTYPES = (("float32", TensorProto.FLOAT), ("float16", TensorProto.FLOAT16))

@@ -28,18 +28,18 @@ _LAZY: dict[str, str] = {
     "Judgement": "pytest_ortperf.results",
     "Outcome": "pytest_ortperf.results",
     # what the fixtures return
-    "OrtSession": "pytest_ortperf.ort_session",
-    "OrtBinding": "pytest_ortperf.runapi",
+    "OrtSession": "pytest_ortperf.measuring.session",
+    "OrtBinding": "pytest_ortperf.measuring.calls",
     "Recorder": "pytest_ortperf.recorder",
-    "RemoteEnvironment": "pytest_ortperf.remote",
-    "RemoteSession": "pytest_ortperf.remote",
+    "RemoteEnvironment": "pytest_ortperf.remote.sessions",
+    "RemoteSession": "pytest_ortperf.remote.sessions",
     # inputs
-    "FeedPool": "pytest_ortperf.feed_files",
-    "load_feeds": "pytest_ortperf.feed_files",
+    "FeedPool": "pytest_ortperf.measuring.recorded_feeds",
+    "load_feeds": "pytest_ortperf.measuring.recorded_feeds",
     # timing, and what tests inject instead
-    "Engine": "pytest_ortperf.measure",
-    "EngineConfig": "pytest_ortperf.measure",
-    "TimingEngine": "pytest_ortperf.measure",
+    "Engine": "pytest_ortperf.measuring.engine",
+    "EngineConfig": "pytest_ortperf.measuring.engine",
+    "TimingEngine": "pytest_ortperf.measuring.engine",
     "ScriptedEngine": "pytest_ortperf.testing",
     "ScriptedLauncher": "pytest_ortperf.testing",
     # profiles and memory
@@ -58,8 +58,8 @@ _LAZY: dict[str, str] = {
     "judge_tail": "pytest_ortperf.gating.tails",
     "judge_memory": "pytest_ortperf.gating.memory_rule",
     # the results store
-    "read_results": "pytest_ortperf.store",
-    "list_runs": "pytest_ortperf.store",
+    "read_results": "pytest_ortperf.store.db",
+    "list_runs": "pytest_ortperf.store.db",
 }
 
 __all__ = ["__version__", *_LAZY]

@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     import numpy as np
     import pandas as pd
 
-    from pytest_ortperf.feeds import InputSpec
+    from pytest_ortperf.measuring.feeds import InputSpec
     from pytest_ortperf.results import Comparison
 
 EXIT_OK = 0
@@ -215,7 +215,7 @@ def find_store(start: Path, relative: str | None = None) -> tuple[Path | None, l
     ``start``: looked for in ``start``, then each parent, up to the first directory holding
     a :data:`ROOT_MARKERS` file (checked too) or the filesystem root. Returns the store
     (None when there is none) and the directories searched."""
-    from pytest_ortperf.store import DEFAULT_STORE
+    from pytest_ortperf.store.db import DEFAULT_STORE
 
     searched = []
     for directory in [start, *start.parents]:
@@ -232,7 +232,7 @@ def _store(args: argparse.Namespace) -> str:
     """The store to read: ``--store``, else ``$ORTPERF_STORE``, else the nearest
     ``.ortperf/results.sqlite`` from the current directory upward (:func:`find_store`).
     Unless given with ``--store``, the store used is named on stderr (credentials masked)."""
-    from pytest_ortperf.store import DEFAULT_STORE, STORE_ENV, redact_url, resolve_store
+    from pytest_ortperf.store.db import DEFAULT_STORE, STORE_ENV, redact_url, resolve_store
 
     explicit = args.store is not None and bool(args.store.strip())
     from_env = not explicit and bool(os.environ.get(STORE_ENV, "").strip())
@@ -258,7 +258,7 @@ def _store(args: argparse.Namespace) -> str:
 
 
 def cmd_history(args: argparse.Namespace) -> int:
-    from pytest_ortperf.store import read_results
+    from pytest_ortperf.store.db import read_results
 
     frame = read_results(
         _store(args),
@@ -357,7 +357,7 @@ def cmd_changes(args: argparse.Namespace) -> int:
     from pytest_ortperf.files import write_atomic
     from pytest_ortperf.gating.changes import MIN_CHANGE
     from pytest_ortperf.gating.history_changes import history_changes
-    from pytest_ortperf.store import list_runs
+    from pytest_ortperf.store.db import list_runs
 
     min_change = MIN_CHANGE if args.min_change is None else args.min_change
     store = _store(args)
@@ -444,7 +444,7 @@ def _change_json(c: Any) -> dict[str, Any]:
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
-    from pytest_ortperf.store import list_runs
+    from pytest_ortperf.store.db import list_runs
 
     frame = list_runs(_store(args))
     if frame.empty:
@@ -567,7 +567,7 @@ def _change_cells(verdict: Verdict | str, a: dict[str, Any], b: dict[str, Any]) 
 
 def cmd_compare(args: argparse.Namespace) -> int:
     from pytest_ortperf.gating.history_baseline import judge_runs
-    from pytest_ortperf.store import (
+    from pytest_ortperf.store.db import (
         StoreError,
         interrupted_runs,
         list_runs,
@@ -670,7 +670,7 @@ def _flatten(frame: pd.DataFrame) -> pd.DataFrame:
 
 def cmd_export(args: argparse.Namespace) -> int:
     from pytest_ortperf.files import replacing, write_atomic
-    from pytest_ortperf.store import read_results
+    from pytest_ortperf.store.db import read_results
 
     if args.format == "parquet":
         if not any(importlib.util.find_spec(m) for m in ("pyarrow", "fastparquet")):
@@ -705,7 +705,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_machines(args: argparse.Namespace) -> int:
-    from pytest_ortperf.store import list_runs
+    from pytest_ortperf.store.db import list_runs
     from pytest_ortperf.units import machine_label
 
     frame = list_runs(_store(args))
@@ -739,7 +739,7 @@ def cmd_machines(args: argparse.Namespace) -> int:
 def _spool_dir(args: argparse.Namespace) -> Path:
     """``--spool``, else ``$ORTPERF_SPOOL``, else the nearest ``.ortperf/spool`` from the
     current directory upward (as :func:`find_store` finds the store)."""
-    from pytest_ortperf.spool import DEFAULT_SPOOL, SPOOL_ENV, resolve_spool
+    from pytest_ortperf.store.spool import DEFAULT_SPOOL, SPOOL_ENV, resolve_spool
 
     if args.spool or os.environ.get(SPOOL_ENV, "").strip():
         return resolve_spool(args.spool, Path.cwd())
@@ -748,7 +748,7 @@ def _spool_dir(args: argparse.Namespace) -> Path:
 
 
 def cmd_sync(args: argparse.Namespace) -> int:
-    from pytest_ortperf.spool import SpoolError, pending, sync
+    from pytest_ortperf.store.spool import SpoolError, pending, sync
 
     directory = _spool_dir(args)
     try:
@@ -772,7 +772,7 @@ def cmd_sync(args: argparse.Namespace) -> int:
 
 
 def cmd_prune(args: argparse.Namespace) -> int:
-    from pytest_ortperf.store import prune
+    from pytest_ortperf.store.db import prune
 
     n_runs, n_meas = prune(_store(args), args.keep)
     print(f"removed {n_runs} runs ({n_meas} measurements); kept the newest {args.keep}")
@@ -1139,7 +1139,7 @@ def _pinned_array(
     reshaped), else a scalar or a 1-D list. A number the dtype cannot hold is an error."""
     import numpy as np
 
-    from pytest_ortperf.feeds import FeedError
+    from pytest_ortperf.measuring.feeds import FeedError
 
     given = f"--value {pinned.name}={','.join(str(n) for n in pinned.numbers)}"
     try:
@@ -1221,8 +1221,8 @@ def cli_spelling(message: str) -> str:
 def cmd_profile(args: argparse.Namespace) -> int:
     import pandas as pd
 
-    from pytest_ortperf.feeds import FeedError, input_specs, make_feeds
-    from pytest_ortperf.ort_session import OrtSession
+    from pytest_ortperf.measuring.feeds import FeedError, input_specs, make_feeds
+    from pytest_ortperf.measuring.session import OrtSession
     from pytest_ortperf.profiling.run import profile_session
 
     try:
@@ -1426,9 +1426,9 @@ def ab(
     import contextlib
     import dataclasses
 
-    from pytest_ortperf.feeds import make_feeds
     from pytest_ortperf.gating.ab import MAX_PROCESSES, histogram_changes, judge_ab_pairs
-    from pytest_ortperf.measure import EngineConfig
+    from pytest_ortperf.measuring.engine import EngineConfig
+    from pytest_ortperf.measuring.feeds import make_feeds
     from pytest_ortperf.recorder import (
         check_outputs_ab,
         comparison,
@@ -1437,7 +1437,7 @@ def ab(
         profile_runs_for,
         warn_unsettled,
     )
-    from pytest_ortperf.remote import (
+    from pytest_ortperf.remote.sessions import (
         RemoteEnvironment,
         RemoteSession,
         arm_result,
@@ -1449,7 +1449,7 @@ def ab(
         raise ValueError(f"processes must be a whole number, got {processes!r}")
     if not 1 <= processes <= MAX_PROCESSES:
         raise ValueError(f"processes must be between 1 and {MAX_PROCESSES}, got {processes}")
-    from pytest_ortperf.ort_session import load_model_bytes
+    from pytest_ortperf.measuring.session import load_model_bytes
 
     _, label = load_model_bytes(model)  # a missing file fails here, before any worker
     with contextlib.ExitStack() as stack:
@@ -1509,8 +1509,8 @@ def ab(
 def _load_npz(path: str) -> dict[str, Any]:
     """``--feeds``: an .npz's arrays, headers checked before reading (a FeedError naming
     the file otherwise, as ``ort_feeds(from_path=)`` gives)."""
-    from pytest_ortperf.feed_files import read_npz
-    from pytest_ortperf.feeds import FeedError
+    from pytest_ortperf.measuring.feeds import FeedError
+    from pytest_ortperf.measuring.recorded_feeds import read_npz
 
     try:
         return read_npz(path)
@@ -1519,11 +1519,11 @@ def _load_npz(path: str) -> dict[str, Any]:
 
 
 def cmd_ab(args: argparse.Namespace) -> int:
-    from pytest_ortperf.environments import EnvironmentSetupError
-    from pytest_ortperf.feeds import FeedError
     from pytest_ortperf.files import write_atomic
+    from pytest_ortperf.measuring.feeds import FeedError
     from pytest_ortperf.recorder import OutputMismatch
-    from pytest_ortperf.remote import WorkerError
+    from pytest_ortperf.remote.sessions import WorkerError
+    from pytest_ortperf.remote.venvs import EnvironmentSetupError
 
     target = Path(args.json) if args.json else None
     for given in (args.json, args.html):
@@ -1567,8 +1567,8 @@ def cmd_ab(args: argparse.Namespace) -> int:
 def _write_ab_html(target: Path, result: ABResult, started: float) -> None:
     """The A/B as the HTML report of a run of its one comparison, its verdict and, as
     notes, the versions, outputs, optimized graphs and profiles."""
-    from pytest_ortperf.env import collect_environment
     from pytest_ortperf.files import write_atomic
+    from pytest_ortperf.machine import collect_environment
     from pytest_ortperf.reports.html import ReportInput, build_html
     from pytest_ortperf.results import Judgement
 
@@ -1713,7 +1713,7 @@ def _quiet_stdout() -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``ortperf`` command; returns the exit status (:data:`EXIT_STATUS`)."""
-    from pytest_ortperf.store import StoreError, redact_url, resolve_store
+    from pytest_ortperf.store.db import StoreError, redact_url, resolve_store
 
     parser = build_parser()
     try:

@@ -20,7 +20,7 @@ from pytest_ortperf.gating.settings import (
     GateSettings,
     HistorySettings,
 )
-from pytest_ortperf.measure import EngineConfig
+from pytest_ortperf.measuring.engine import EngineConfig
 from pytest_ortperf.reports.writer import JSON_FORMATS, ReportFiles
 from pytest_ortperf.units import did_you_mean, parse_fraction, threshold_problem
 
@@ -33,7 +33,7 @@ class MarkerError(ValueError):
 
 MAX_BUDGET_S = 600.0
 """The longest budget of one measurement (10 minutes): a measurement ends within a few
-budgets (:meth:`~pytest_ortperf.measure.EngineConfig.cap_s`), and a larger value is far
+budgets (:meth:`~pytest_ortperf.measuring.engine.EngineConfig.cap_s`), and a larger value is far
 more likely a typo (or ``inf``) than a wish to time one model for an hour."""
 
 MIN_ALPHA = 1e-6
@@ -324,7 +324,7 @@ def missing_providers(providers: tuple[str, ...]) -> str | None:
         return None
     import onnxruntime as ort
 
-    from pytest_ortperf.providers import install_hint
+    from pytest_ortperf.measuring.providers import install_hint
 
     available = ort.get_available_providers()
     missing = [p for p in providers if p not in available]

@@ -32,11 +32,11 @@ RECORDER_KEY = pytest.StashKey["Recorder"]()
 if TYPE_CHECKING:
     from pytest_ortperf.gating.gate import Gate
     from pytest_ortperf.gating.settings import GateSettings
-    from pytest_ortperf.ort_session import OrtSession
+    from pytest_ortperf.measuring.calls import OrtBinding
+    from pytest_ortperf.measuring.session import OrtSession
     from pytest_ortperf.profiling.parse import Profile
     from pytest_ortperf.recorder import Recorder
-    from pytest_ortperf.remote import RemoteEnvironment
-    from pytest_ortperf.runapi import OrtBinding
+    from pytest_ortperf.remote.sessions import RemoteEnvironment
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -206,7 +206,7 @@ def _resolve_history(settings: OrtperfConfig, config: pytest.Config) -> OrtperfC
     prefix names (a usage error when the store has none or several)."""
     if not settings.enabled or settings.baseline != "history":
         return settings
-    from pytest_ortperf.store import StoreError, redact_url, resolve_store
+    from pytest_ortperf.store.db import StoreError, redact_url, resolve_store
 
     target = resolve_store(settings.store, config.rootpath)
     if target is None:
@@ -317,7 +317,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 def _masked(state: OrtperfState, note: str) -> str:
     """``note`` with the store's credentials (and any URL password) masked."""
-    from pytest_ortperf.store import redact_url
+    from pytest_ortperf.store.db import redact_url
 
     try:
         target = state.store_target()
@@ -358,7 +358,7 @@ def ort_session() -> Callable[..., OrtSession]:
 
     A provider this onnxruntime build lacks skips the test, naming it and the available ones.
     """
-    from pytest_ortperf.ort_session import OrtSession, ProviderUnavailable
+    from pytest_ortperf.measuring.session import OrtSession, ProviderUnavailable
 
     def factory(
         model: Any,
@@ -397,14 +397,14 @@ def ort_feeds() -> Callable[..., dict[str, Any]]:
     """Factory: ``ort_feeds(session, *, dims=None, shapes=None, seed=0, values=None,
     low=None, high=None)``: random inputs from the session's signature; or
     ``ort_feeds(session, from_path=PATH)``: recorded inputs (test_data_set folders, .npz,
-    .npy, .pb; several sets make a pool: see :mod:`pytest_ortperf.feed_files`)."""
-    from pytest_ortperf.feeds import input_specs, make_feeds
+    .npy, .pb; several sets make a pool: see :mod:`pytest_ortperf.measuring.recorded_feeds`)."""
+    from pytest_ortperf.measuring.feeds import input_specs, make_feeds
 
     def factory(session: OrtSession, from_path: Any = None, **kwargs: Any) -> dict[str, Any]:
         __tracebackhide__ = True
         try:
             if from_path is not None:
-                from pytest_ortperf.feed_files import load_feeds
+                from pytest_ortperf.measuring.recorded_feeds import load_feeds
 
                 if kwargs:
                     raise TypeError(
@@ -424,7 +424,7 @@ def ort_binding() -> Callable[..., OrtBinding]:
     """Factory: ``ort_binding(session, feeds, *, device=None, device_id=0,
     run_options=None)``: IOBinding-backed feeds, inputs and outputs on the device (by
     default the session's: ``cuda`` for CUDA/TensorRT, else ``cpu``)."""
-    from pytest_ortperf.runapi import OrtBinding
+    from pytest_ortperf.measuring.calls import OrtBinding
 
     def factory(
         session: OrtSession,
@@ -471,8 +471,8 @@ def ort_env() -> Generator[Callable[..., RemoteEnvironment], None, None]:
     of its own. ``spec``: a pip requirement (``"onnxruntime==1.31.1"``, created once in
     ``$ORTPERF_ENV_CACHE``, default ``~/.cache/pytest-ortperf/envs``), a list of them, or
     the path of a Python interpreter or virtual environment. Workers stop at teardown."""
-    from pytest_ortperf.environments import EnvironmentSetupError
-    from pytest_ortperf.remote import RemoteEnvironment
+    from pytest_ortperf.remote.sessions import RemoteEnvironment
+    from pytest_ortperf.remote.venvs import EnvironmentSetupError
 
     made: list[RemoteEnvironment] = []
 
@@ -495,7 +495,7 @@ def ortperf(request: pytest.FixtureRequest) -> Generator[Recorder, None, None]:
     """The recorder: ``ortperf.latency``, ``ortperf.compare``, ``ortperf.rank``,
     ``ortperf.api_sweep``. Measures for real under ``--ortperf``, runs once otherwise."""
     from pytest_ortperf.gating.gate import BASELINE_RUNS, measuring_engine
-    from pytest_ortperf.measure import Engine
+    from pytest_ortperf.measuring.engine import Engine
     from pytest_ortperf.recorder import Recorder
 
     state: OrtperfState = request.config.stash[STATE_KEY]

@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import numpy as np
 import pytest
 
-from pytest_ortperf.feed_files import FeedPool, rotating
 from pytest_ortperf.gating.gate import (
     BlindBaselineWarning,
     Decision,
@@ -27,9 +26,20 @@ from pytest_ortperf.gating.gate import (
     failure_message,
 )
 from pytest_ortperf.gating.settings import GateSettings
-from pytest_ortperf.measure import Samples, StopRule, TimingEngine, WarmupWarning, smoke
-from pytest_ortperf.ort_session import OrtSession, watches_cpu
-from pytest_ortperf.ortvalues import is_bfloat16
+from pytest_ortperf.measuring.calls import (
+    APIS,
+    Call,
+    OrtBinding,
+    binding_call,
+    default_api,
+    hide_rejected,
+    make_call,
+    usable_apis,
+)
+from pytest_ortperf.measuring.engine import Samples, StopRule, TimingEngine, WarmupWarning, smoke
+from pytest_ortperf.measuring.ortvalues import is_bfloat16
+from pytest_ortperf.measuring.recorded_feeds import FeedPool, rotating
+from pytest_ortperf.measuring.session import OrtSession, watches_cpu
 from pytest_ortperf.results import (
     ATTRIBUTION_PROPERTY,
     COLD_START_FIGURES,
@@ -48,26 +58,16 @@ from pytest_ortperf.results import (
     SessionInfo,
     Verdict,
 )
-from pytest_ortperf.runapi import (
-    APIS,
-    Call,
-    OrtBinding,
-    binding_call,
-    default_api,
-    hide_rejected,
-    make_call,
-    usable_apis,
-)
 from pytest_ortperf.stats import paired_ratio, ratio_of_blocks
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from pytest_ortperf.gating.slo import MachineBudgets
-    from pytest_ortperf.measure import EngineConfig
-    from pytest_ortperf.percall import PerCallSamples
+    from pytest_ortperf.measuring.engine import EngineConfig
+    from pytest_ortperf.measuring.percall import PerCallSamples
     from pytest_ortperf.profiling.parse import Profile
-    from pytest_ortperf.remote import RemoteSession
+    from pytest_ortperf.remote.sessions import RemoteSession
     from pytest_ortperf.results import PerCallResult, SloVerdict, ThroughputResult
 
 Feeds = Mapping[str, np.ndarray[Any, Any]]
@@ -144,7 +144,7 @@ def merge_runs(parts: Sequence[R]) -> R:
 def control_workload(threads: int, spinning: bool) -> tuple[Call, OrtSession]:
     """The control workload's call and session, with a target's threads and spinning (so
     machine load hits both alike); built once per process for each such pair."""
-    from pytest_ortperf.feeds import input_specs, make_feeds
+    from pytest_ortperf.measuring.feeds import input_specs, make_feeds
     from pytest_ortperf.models import control
 
     session = OrtSession.create(control(), threads=threads, spinning=spinning, name=CONTROL_NAME)
@@ -164,7 +164,7 @@ _WARNED: weakref.WeakKeyDictionary[Any, set[tuple[str, str, int]]] = weakref.Wea
 
 
 def warn_unsettled(name: str, *arms: Samples) -> None:
-    """A :class:`~pytest_ortperf.measure.WarmupWarning` (shown in pytest's warnings
+    """A :class:`~pytest_ortperf.measuring.engine.WarmupWarning` (shown in pytest's warnings
     summary) when a target's warm-up bound ran out before its block times settled.
 
     Attributed to the first caller outside this package (the test's line), and given once
@@ -293,8 +293,8 @@ def _shape_feeds(
     session: OrtSession, feeds: Feeds, given: Feeds | bool | None
 ) -> tuple[dict[str, Any] | None, str]:
     """Feeds of the new-shape figure and, where there are none, why."""
-    from pytest_ortperf.coldstart import other_shape_feeds
-    from pytest_ortperf.feeds import check_feed_names, check_value, input_specs
+    from pytest_ortperf.measuring.coldstart import other_shape_feeds
+    from pytest_ortperf.measuring.feeds import check_feed_names, check_value, input_specs
 
     specs = input_specs(session.sess)
     check_feed_names(session.input_names, feeds, f"model {session.label}")
@@ -560,12 +560,12 @@ class Recorder:
         The ratio is candidate/reference per call (below 1: the candidate is faster), the
         Hodges-Lehmann estimate of the paired block ratios with its distribution-free
         interval at ``confidence``. Sessions of ``ort_env`` (remote sessions: both arms in
-        worker processes) are measured by :mod:`pytest_ortperf.remote`. With
+        worker processes) are measured by :mod:`pytest_ortperf.remote.sessions`. With
         ``max_slowdown`` (0.05: 5%), the comparison is also judged without any baseline:
         the candidate may not be slower than the reference by more than that.
         """
         __tracebackhide__ = hide_rejected
-        from pytest_ortperf.remote import is_remote
+        from pytest_ortperf.remote.sessions import is_remote
 
         if max_slowdown is not None and not (
             isinstance(max_slowdown, int | float) and 0 <= max_slowdown <= 10
@@ -732,7 +732,7 @@ class Recorder:
         return result
 
     cold_launcher: Callable[[Path, str, float], Any] | None = None
-    """What starts one cold-start process (None: :func:`pytest_ortperf.coldstart.launch`);
+    """What starts one cold-start process (None: :func:`pytest_ortperf.measuring.coldstart.launch`);
     tests set a :class:`pytest_ortperf.testing.ScriptedLauncher` to inject figures."""
 
     marker_slo: Any = None
@@ -817,7 +817,7 @@ class Recorder:
         """``result`` judged against its budgets, measured on (more single calls of
         ``call``, none when None) while one is undecided."""
         from pytest_ortperf.gating.slo import judge_per_call
-        from pytest_ortperf.percall import measure_per_call
+        from pytest_ortperf.measuring.percall import measure_per_call
         from pytest_ortperf.state import environment
 
         def more(m: int) -> PerCallSamples | None:
@@ -847,7 +847,7 @@ class Recorder:
         **session_keywords: Any,
     ) -> ColdStartResult:
         """Session creation, first run, and first run at a new input shape, each launch
-        a fresh Python process (see :mod:`pytest_ortperf.coldstart`). ``model`` is what
+        a fresh Python process (see :mod:`pytest_ortperf.measuring.coldstart`). ``model`` is what
         ``ort_session`` takes, with its keywords (``providers``, ``optimization``,
         ``threads``, ``spinning``, ``options``, ``custom_ops``), or a session from it.
         ``shape_feeds``: feeds at the other shape (None: every dynamic dim doubled;
@@ -857,7 +857,7 @@ class Recorder:
         launches that can decide them are taken)."""
         __tracebackhide__ = hide_rejected
         budgets = self._slo("cold_start", slo)
-        from pytest_ortperf.coldstart import (
+        from pytest_ortperf.measuring.coldstart import (
             check_launch_settings,
             interleaved,
             prepare,
@@ -927,7 +927,7 @@ class Recorder:
         recorded as ``"<name>:<figure>"`` and gated as any comparison is. Session keywords
         apply to both models (or pass sessions from ``ort_session``)."""
         __tracebackhide__ = hide_rejected
-        from pytest_ortperf.coldstart import interleaved, prepare, temp_directory
+        from pytest_ortperf.measuring.coldstart import interleaved, prepare, temp_directory
 
         ref = _cold_session(reference, session_keywords)
         cand = _cold_session(candidate, session_keywords)
@@ -972,7 +972,7 @@ class Recorder:
     ) -> dict[str, Any]:
         """Launch count, timeout and budget of a cold start: one launch and no warm-up in
         smoke mode; when gated, at least the pairs the signed-rank test needs."""
-        from pytest_ortperf.coldstart import (
+        from pytest_ortperf.measuring.coldstart import (
             DEFAULT_BUDGET_S,
             DEFAULT_LAUNCHES,
             DEFAULT_TIMEOUT_S,
@@ -1038,7 +1038,7 @@ class Recorder:
         measurement, as for the other results."""
         if len(variants) < 2:
             raise ValueError("rank needs at least two variants")
-        from pytest_ortperf.remote import is_remote
+        from pytest_ortperf.remote.sessions import is_remote
 
         if is_remote(*variants.values()):
             return rank_remote(
@@ -1063,7 +1063,7 @@ class Recorder:
         )
 
     def api_sweep(self, session: OrtSession, feeds: Feeds, *, name: str = "api") -> pd.DataFrame:
-        """The same model through every run API (see :mod:`pytest_ortperf.runapi`),
+        """The same model through every run API (see :mod:`pytest_ortperf.measuring.calls`),
         measured interleaved: one row per API, sorted by median, ratios to the fastest.
 
         Its ``measured`` column (and ``frame.attrs["measured"]``) is False in smoke mode,
@@ -1111,7 +1111,7 @@ class Recorder:
         self._gated_names.add(name)
 
     def _engine_config(self, *sessions: OrtSession) -> EngineConfig:
-        from pytest_ortperf.measure import EngineConfig
+        from pytest_ortperf.measuring.engine import EngineConfig
 
         config = getattr(warmed(self.engine, *sessions), "config", None)
         return config if isinstance(config, EngineConfig) else EngineConfig()
@@ -1132,7 +1132,7 @@ class Recorder:
     ) -> PerCallResult:
         """Single calls timed one by one, the timer's own cost subtracted: p50/p90/p99/p99.9
         of single calls (``.quantiles``), beside the block median the gate uses
-        (``.block_median``). See :mod:`pytest_ortperf.percall`.
+        (``.block_median``). See :mod:`pytest_ortperf.measuring.percall`.
 
         With a ``reference`` (another session or binding, same feeds and api) both are
         measured interleaved, round by round, and the tail rule
@@ -1150,7 +1150,7 @@ class Recorder:
         """
         __tracebackhide__ = hide_rejected
         from pytest_ortperf.gating.tails import MIN_ROUNDS, calls_for, check_tail, quantile_label
-        from pytest_ortperf.percall import (
+        from pytest_ortperf.measuring.percall import (
             MAX_CALLS,
             PerCallConfig,
             PerCallError,
@@ -1257,9 +1257,9 @@ class Recorder:
         __tracebackhide__ = hide_rejected
         import os
 
+        from pytest_ortperf.measuring.throughput import check_levels, measure_levels
         from pytest_ortperf.results import ThroughputLevel, ThroughputResult
         from pytest_ortperf.stats import quantile
-        from pytest_ortperf.throughput import check_levels, measure_levels
 
         if not isinstance(target, OrtSession):
             raise TypeError(
@@ -1333,7 +1333,7 @@ class Recorder:
 
 
 # --------------------------------------------------------------------------- remote sessions
-# Sessions of ``ort_env`` run in worker processes (pytest_ortperf.remote measures them);
+# Sessions of ``ort_env`` run in worker processes (pytest_ortperf.remote.sessions measures them);
 # here they are compared, ranked, profiled and recorded as local ones are.
 
 
@@ -1353,7 +1353,7 @@ def measure_ab(
 ) -> Comparison:
     """One interleaved measurement of two remote sessions as a
     :class:`~pytest_ortperf.results.Comparison` (ratio candidate/reference)."""
-    from pytest_ortperf.remote import Arms, arm_result
+    from pytest_ortperf.remote.sessions import Arms, arm_result
 
     ref_s, cand_s = Arms(reference, candidate, feeds, api).measure(config, stop, measured)
     if measured:
@@ -1377,7 +1377,7 @@ def check_outputs_ab(
 ) -> list[OutputDiff]:
     """Both sessions' outputs on the same feeds, checked with the usual tolerances
     (:func:`pytest_ortperf.recorder.verify_outputs`)."""
-    from pytest_ortperf.remote import Arms
+    from pytest_ortperf.remote.sessions import Arms
 
     ref_out, cand_out = Arms(reference, candidate, feeds, api).outputs()
     return verify_outputs(
@@ -1425,7 +1425,7 @@ def least_disturbed(
 ) -> list[Profile]:
     """Each session's profile with the lowest kernel time per run, of ``rounds`` taken in
     alternating order (each round reverses the previous one)."""
-    from pytest_ortperf.remote import order
+    from pytest_ortperf.remote.sessions import order
 
     taken: list[list[Profile]] = [[] for _ in sessions]
     for r in range(rounds):
@@ -1476,8 +1476,8 @@ def compare_remote(
     in their workers, recorded and gated as a local comparison is (the baseline's ratio
     and structure; with ``max_slowdown`` also without baseline). Where the gate fails
     it, each arm's profile (taken in its worker) says which op types moved."""
-    from pytest_ortperf.measure import EngineConfig
-    from pytest_ortperf.remote import both_remote, engine_config, start_sessions
+    from pytest_ortperf.measuring.engine import EngineConfig
+    from pytest_ortperf.remote.sessions import both_remote, engine_config, start_sessions
 
     ref, cand = both_remote(reference, candidate)
     label = name or f"{cand.label} vs {ref.label}"
@@ -1539,15 +1539,15 @@ def rank_remote(
     per variant sorted by median with its ratio to the fastest."""
     import pandas as pd
 
-    from pytest_ortperf.measure import EngineConfig
-    from pytest_ortperf.remote import (
+    from pytest_ortperf.measuring.engine import EngineConfig
+    from pytest_ortperf.remote.sessions import (
         RemoteSession,
         arm_result,
         engine_config,
         interleave,
         shared_feeds,
     )
-    from pytest_ortperf.remote import smoke as smoke_remote
+    from pytest_ortperf.remote.sessions import smoke as smoke_remote
 
     local = [key for key, s in variants.items() if not isinstance(s, RemoteSession)]
     if local:

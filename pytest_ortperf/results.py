@@ -275,7 +275,7 @@ class LatencyResult:
     one call and is not a measurement. ``preempted`` counts the timed blocks (rounds, for a
     comparison's arm) that a preemption interrupted: they are left out of ``samples``,
     unless fewer than two blocks were clean, when ``samples`` keeps them all and
-    ``preempted_kept`` is True (see :class:`~pytest_ortperf.measure.Samples`).
+    ``preempted_kept`` is True (see :class:`~pytest_ortperf.measuring.engine.Samples`).
     """
 
     test: str

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 @cache
 def environment() -> Mapping[str, Any]:
     """This machine and its onnxruntime (collected once per process)."""
-    from pytest_ortperf.env import collect_environment
+    from pytest_ortperf.machine import collect_environment
 
     return collect_environment()
 
@@ -56,7 +56,7 @@ def history(state: OrtperfState) -> Callable[[Mapping[str, Any]], list[float] | 
         store = state.store_target()
         if store is None:
             return None
-        from pytest_ortperf.store import StoreError, run_medians
+        from pytest_ortperf.store.db import StoreError, run_medians
 
         env = environment()
         session = record.get("session") or {}
@@ -168,7 +168,7 @@ class OrtperfState:
 
     def store_target(self) -> str | None:
         """Where results go (None: storing disabled)."""
-        from pytest_ortperf.store import resolve_store
+        from pytest_ortperf.store.db import resolve_store
 
         return resolve_store(self.settings.store, self.rootpath)
 
@@ -178,11 +178,11 @@ class OrtperfState:
         tests ran (Ctrl-C), so it is stored marked as such.
 
         Never raises: a store that cannot be written is a note, and the run goes to the
-        spool (:mod:`pytest_ortperf.spool`) for the next run or ``ortperf sync`` to write;
+        spool (:mod:`pytest_ortperf.store.spool`) for the next run or ``ortperf sync`` to write;
         test outcomes and the exit status stay as they are (the store is history)."""
         if not self.settings.enabled:
             return
-        from pytest_ortperf.store import StoreError, redact_url
+        from pytest_ortperf.store.db import StoreError, redact_url
 
         target: str | None = None
         run = None
@@ -217,14 +217,14 @@ class OrtperfState:
         self._sync_spool(target)
 
     def spool_dir(self) -> Path:
-        from pytest_ortperf.spool import resolve_spool
+        from pytest_ortperf.store.spool import resolve_spool
 
         return resolve_spool(None, self.rootpath)
 
     def _spooled_run(self, config: pytest.Config, target: str, *, interrupted: bool) -> Any:
-        from pytest_ortperf.env import git_info
-        from pytest_ortperf.spool import SpooledRun
-        from pytest_ortperf.store import redact_url, store_label
+        from pytest_ortperf.machine import git_info
+        from pytest_ortperf.store.db import redact_url, store_label
+        from pytest_ortperf.store.spool import SpooledRun
 
         command_line = " ".join(["pytest", *config.invocation_params.args])
         return SpooledRun(
@@ -242,7 +242,7 @@ class OrtperfState:
 
     def _spool(self, run: Any) -> str:
         """Spool ``run``; what became of it, in words, for the note."""
-        from pytest_ortperf.spool import SpoolError, spool_run
+        from pytest_ortperf.store.spool import SpoolError, spool_run
 
         try:
             path = spool_run(self.spool_dir(), run)
@@ -252,8 +252,8 @@ class OrtperfState:
 
     def _sync_spool(self, target: str) -> None:
         """Write the runs spooled earlier for ``target``; a note says what was done."""
-        from pytest_ortperf.spool import SpoolError, sync
-        from pytest_ortperf.store import redact_url
+        from pytest_ortperf.store.db import redact_url
+        from pytest_ortperf.store.spool import SpoolError, sync
 
         try:
             done = sync(target, self.spool_dir())
@@ -348,7 +348,7 @@ class OrtperfState:
 
     def results(self, config: pytest.Config, exit_status: int) -> RunResults:
         """What this run measured and judged, for the report files."""
-        from pytest_ortperf.env import git_info
+        from pytest_ortperf.machine import git_info
         from pytest_ortperf.reports.json import RunInfo
         from pytest_ortperf.reports.writer import RunResults
 

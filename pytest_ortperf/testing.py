@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from pytest_ortperf.measure import (
+from pytest_ortperf.measuring.engine import (
     Call,
     Clock,
     Samples,
@@ -17,7 +17,7 @@ from pytest_ortperf.measure import (
 )
 
 if TYPE_CHECKING:
-    from pytest_ortperf.coldstart import Launch
+    from pytest_ortperf.measuring.coldstart import Launch
 
 __all__ = ["ScriptedEngine", "ScriptedLauncher"]
 
@@ -59,7 +59,7 @@ class _Script:
 
 
 class ScriptedEngine:
-    """A :class:`~pytest_ortperf.measure.TimingEngine` that runs each target once (so
+    """A :class:`~pytest_ortperf.measuring.engine.TimingEngine` that runs each target once (so
     outputs are still computed) and returns scripted samples instead of timings.
 
     ``measure`` and ``interleave`` are queues of samples (seconds per call) consumed one per
@@ -74,7 +74,7 @@ class ScriptedEngine:
 
     It behaves like the real engine where the gate relies on it: an interleaved measurement
     replays its rounds one by one and asks ``should_stop`` when the real engine would
-    (:func:`~pytest_ortperf.measure.asks_stop_rule`), ending early when told to (the
+    (:func:`~pytest_ortperf.measuring.engine.asks_stop_rule`), ending early when told to (the
     round count lands in ``stopped_at``); ``scaled(factor)`` returns an engine with
     ``budget_factor`` multiplied that shares the queues and the log. ``log`` records what
     was asked (``"measure"``, ``"interleave"``, ``("scaled", 2.0)``), so a test can check
@@ -210,7 +210,7 @@ class ScriptedEngine:
 
 
 class ScriptedLauncher:
-    """Stands in for :func:`pytest_ortperf.coldstart.launch` (set it as a recorder's
+    """Stands in for :func:`pytest_ortperf.measuring.coldstart.launch` (set it as a recorder's
     ``cold_launcher``): starts no process and returns scripted figures instead.
 
     ``create`` maps a model's role (``"reference"``, ``"candidate"``, or ``"model"`` for
@@ -233,7 +233,7 @@ class ScriptedLauncher:
         self.log: list[str] = []
 
     def __call__(self, spec: Path, label: str, timeout: float) -> Launch:
-        from pytest_ortperf.coldstart import Launch
+        from pytest_ortperf.measuring.coldstart import Launch
 
         role = spec.name.removesuffix("-spec.json")
         if role not in self._create:

@@ -198,7 +198,7 @@ def did_you_mean(unknown: Iterable[object], known: Iterable[object]) -> str:
 def machine_label(fingerprint: str | None, cpu_model: str | None, cores: int | None) -> str:
     """A machine class in words: ``"Intel Xeon 8375C, 2 CPUs [3f9c01a2b4de]"``.
 
-    The machine class is the hardware hash of :func:`pytest_ortperf.env.machine_fingerprint`
+    The machine class is the hardware hash of :func:`pytest_ortperf.machine.machine_fingerprint`
     (the ``fingerprint`` column of the store); the model and core count make it readable."""
     parts = [str(cpu_model).strip() if cpu_model else "unknown CPU"]
     if cores:

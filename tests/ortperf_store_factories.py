@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_ortperf import recorder, store
+from pytest_ortperf import recorder
 from pytest_ortperf.results import (
     Comparison,
     LatencyResult,
@@ -17,6 +17,7 @@ from pytest_ortperf.results import (
     Record,
     SessionInfo,
 )
+from pytest_ortperf.store import db as store
 
 SESSION = SessionInfo(
     model="model.onnx",

@@ -17,8 +17,8 @@ from pytest_ortperf.gating.ab import (
     pair_runs,
     pairs_test,
 )
-from pytest_ortperf.measure import EngineConfig, Samples
-from pytest_ortperf.remote import interleave
+from pytest_ortperf.measuring.engine import EngineConfig, Samples
+from pytest_ortperf.remote.sessions import interleave
 from pytest_ortperf.results import Outcome
 from pytest_ortperf.stats import wilson_interval
 

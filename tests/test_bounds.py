@@ -14,7 +14,7 @@ import pytest
 
 from pytest_ortperf import models
 from pytest_ortperf.config import MarkerError, OrtperfConfig
-from pytest_ortperf.feeds import (
+from pytest_ortperf.measuring.feeds import (
     MAX_FEED_BYTES,
     FeedError,
     InputSpec,
@@ -22,7 +22,7 @@ from pytest_ortperf.feeds import (
     make_feeds,
     random_array,
 )
-from pytest_ortperf.ort_session import OrtSession
+from pytest_ortperf.measuring.session import OrtSession
 
 RUN = ("-p", "no:cacheprovider", "--ortperf-store=none")
 TIMEOUT = 120  # seconds: a run that hangs fails instead

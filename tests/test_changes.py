@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 from ortperf_store_factories import ENV, OTHER_ENV, comparison, latency
 
-from pytest_ortperf import store
 from pytest_ortperf.cli import main
 from pytest_ortperf.gating.changes import (
     Change,
@@ -24,6 +23,7 @@ from pytest_ortperf.gating.changes import (
 )
 from pytest_ortperf.gating.history_changes import history_changes
 from pytest_ortperf.results import Record
+from pytest_ortperf.store import db as store
 from pytest_ortperf.units import machine_label
 
 T0 = 1_700_000_000.0

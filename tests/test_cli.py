@@ -22,9 +22,9 @@ from ortperf_store_factories import (
     tight,
 )
 
-from pytest_ortperf import store
 from pytest_ortperf.cli import main
 from pytest_ortperf.results import Record
+from pytest_ortperf.store import db as store
 
 T0 = 1_700_000_000.0
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from ortperf_store_factories import comparison, latency, save
 
-from pytest_ortperf import store
 from pytest_ortperf.cli import cli_spelling, main, shorten_ids
+from pytest_ortperf.store import db as store
 
 T0 = 1_700_000_000.0
 

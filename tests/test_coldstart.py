@@ -13,7 +13,7 @@ from onnx import TensorProto
 from onnx import helper as oh
 
 from pytest_ortperf import models
-from pytest_ortperf.coldstart import (
+from pytest_ortperf.measuring.coldstart import (
     ColdStartError,
     Launch,
     _status,
@@ -23,9 +23,9 @@ from pytest_ortperf.coldstart import (
     prepare,
     temp_directory,
 )
-from pytest_ortperf.feeds import FeedError, input_specs
-from pytest_ortperf.measure import Engine, EngineConfig
-from pytest_ortperf.ort_session import OrtSession, SessionSettings
+from pytest_ortperf.measuring.engine import Engine, EngineConfig
+from pytest_ortperf.measuring.feeds import FeedError, input_specs
+from pytest_ortperf.measuring.session import OrtSession, SessionSettings
 from pytest_ortperf.recorder import Recorder
 from pytest_ortperf.results import ColdStartResult, Comparison, record_from_dict
 from pytest_ortperf.testing import ScriptedLauncher

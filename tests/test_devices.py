@@ -20,12 +20,12 @@ from onnx import helper as oh
 
 from pytest_ortperf import models
 from pytest_ortperf.config import MarkerError, marker_providers, missing_providers
-from pytest_ortperf.feeds import input_specs, make_feeds
-from pytest_ortperf.measure import Engine, EngineConfig, WarmupWarning, settled
-from pytest_ortperf.ort_session import CustomOpsError, OrtSession, ProviderUnavailable
-from pytest_ortperf.providers import device_for, install_hint, warmup_bound
+from pytest_ortperf.measuring.calls import OrtBinding, make_call
+from pytest_ortperf.measuring.engine import Engine, EngineConfig, WarmupWarning, settled
+from pytest_ortperf.measuring.feeds import input_specs, make_feeds
+from pytest_ortperf.measuring.providers import device_for, install_hint, warmup_bound
+from pytest_ortperf.measuring.session import CustomOpsError, OrtSession, ProviderUnavailable
 from pytest_ortperf.recorder import Recorder, warn_unsettled
-from pytest_ortperf.runapi import OrtBinding, make_call
 
 ROOT = Path(__file__).resolve().parents[1]
 HAS_CUDA = "CUDAExecutionProvider" in ort.get_available_providers()
@@ -213,7 +213,7 @@ def test_warm_up_bound_per_provider(providers, bound):
 
 
 def test_unsettled_warm_up_warns_with_the_measurement_name(recwarn):
-    from pytest_ortperf.measure import Samples
+    from pytest_ortperf.measuring.engine import Samples
 
     warn_unsettled("lr", Samples((1e-3,), 1), Samples((1e-3,), 1))
     assert not recwarn.list

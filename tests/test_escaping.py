@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 from ortperf_store_factories import ENV, GIT, comparison, latency, memory, save
 
-from pytest_ortperf import store
 from pytest_ortperf.cli import main
 from pytest_ortperf.files import append_text
 from pytest_ortperf.reports.html import ReportInput, build_html
@@ -25,6 +24,7 @@ from pytest_ortperf.reports.markdown import markdown_summary, md_code, md_line, 
 from pytest_ortperf.reports.terminal import format_table, summary_lines
 from pytest_ortperf.reports.writer import ReportFiles, RunResults, write_reports
 from pytest_ortperf.results import Judgement, Record
+from pytest_ortperf.store import db as store
 from pytest_ortperf.units import escape_control
 
 IMG = "<img src=x onerror=alert(1)>"

@@ -14,10 +14,16 @@ from onnx import helper as oh
 
 from pytest_ortperf import models
 from pytest_ortperf.cli import main
-from pytest_ortperf.feed_files import FeedPool, load_feeds, read_npz, rotating, write_data_set
-from pytest_ortperf.feeds import FeedError, input_specs
-from pytest_ortperf.measure import Engine, EngineConfig
-from pytest_ortperf.ort_session import OrtSession
+from pytest_ortperf.measuring.engine import Engine, EngineConfig
+from pytest_ortperf.measuring.feeds import FeedError, input_specs
+from pytest_ortperf.measuring.recorded_feeds import (
+    FeedPool,
+    load_feeds,
+    read_npz,
+    rotating,
+    write_data_set,
+)
+from pytest_ortperf.measuring.session import OrtSession
 from pytest_ortperf.recorder import Recorder
 
 TYPES = {

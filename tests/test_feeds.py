@@ -4,8 +4,8 @@ import pytest
 from onnx import TensorProto
 from onnx import helper as oh
 
-from pytest_ortperf.feeds import FeedError, InputSpec, input_specs, make_feeds
-from pytest_ortperf.ort_session import OrtSession
+from pytest_ortperf.measuring.feeds import FeedError, InputSpec, input_specs, make_feeds
+from pytest_ortperf.measuring.session import OrtSession
 
 ALL_TYPES = {
     TensorProto.FLOAT: np.float32,
@@ -120,7 +120,7 @@ def test_bad_dims_and_shapes_name_the_input():
 
 
 def test_string_inputs_cannot_be_bound():
-    from pytest_ortperf.runapi import OrtBinding, make_call
+    from pytest_ortperf.measuring.calls import OrtBinding, make_call
 
     graph = oh.make_graph(
         [oh.make_node("Identity", ["s"], ["t"])],
@@ -143,7 +143,7 @@ def test_string_inputs_cannot_be_bound():
 
 def test_timed_calls_refuse_feeds_the_model_does_not_have():
     from pytest_ortperf import models
-    from pytest_ortperf.runapi import OrtBinding, make_call
+    from pytest_ortperf.measuring.calls import OrtBinding, make_call
 
     session = OrtSession.create(models.linear_regression(features=4))
     feeds = make_feeds(input_specs(session.sess), dims={"N": 2})

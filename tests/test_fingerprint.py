@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from pytest_ortperf import env, models
+from pytest_ortperf import machine as env
+from pytest_ortperf import models
 from pytest_ortperf.gating import fingerprint as fp
-from pytest_ortperf.ort_session import OrtSession
+from pytest_ortperf.measuring.session import OrtSession
 
 ENV = {
     "cpu_model": "Intel Xeon 8375C",

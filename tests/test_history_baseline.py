@@ -16,13 +16,13 @@ import pytest
 from ortperf_store_factories import ENV, GIT, OTHER_ENV, SESSION, latency, measured_comparison
 from pg_server import Postgres
 
-from pytest_ortperf import store
-from pytest_ortperf.env import machine_fingerprint
 from pytest_ortperf.gating.gate import failure_message
 from pytest_ortperf.gating.history import MIN_RUNS, judge_against_runs
 from pytest_ortperf.gating.history_baseline import HistoryBaselines, HistoryGate, resolve_machine
 from pytest_ortperf.gating.settings import MIN_HISTORY_RUNS, GateSettings, HistorySettings
+from pytest_ortperf.machine import machine_fingerprint
 from pytest_ortperf.results import ColdStartResult, Outcome, Record, Verdict
+from pytest_ortperf.store import db as store
 from pytest_ortperf.units import format_change, format_interval
 
 T0 = 1_700_000_000.0
@@ -370,7 +370,7 @@ def test_runs_outside_ci_never_pollute_a_history_of_ci_runs(db: str) -> None:
 def test_runs_record_whether_they_ran_on_ci(
     monkeypatch: pytest.MonkeyPatch, value: str | None, expected: bool
 ) -> None:
-    from pytest_ortperf import env
+    from pytest_ortperf import machine as env
 
     if value is None:
         monkeypatch.delenv("CI", raising=False)

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from ortperf_store_factories import ENV, GIT, OTHER_ENV, SESSION, latency, save
 
-from pytest_ortperf import env, store
+from pytest_ortperf import machine as env
 from pytest_ortperf.gating import history
 from pytest_ortperf.gating.history import (
     MIN_RUNS,
@@ -24,6 +24,7 @@ from pytest_ortperf.gating.history import (
 )
 from pytest_ortperf.results import LatencyResult, Outcome, Verdict
 from pytest_ortperf.stats import regularized_beta, t_cdf, t_quantile, t_sf
+from pytest_ortperf.store import db as store
 
 T0 = 1_700_000_000.0
 MS = 1e-3

@@ -18,10 +18,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pytest_ortperf.coldstart import MAX_LAUNCHES, check_launch_settings
 from pytest_ortperf.gating.tails import MIN_ROUNDS, MIN_TAIL_CALLS, calls_for, judge_tail
-from pytest_ortperf.measure import MAX_SECONDS, check_count, check_seconds
-from pytest_ortperf.percall import (
+from pytest_ortperf.measuring.coldstart import MAX_LAUNCHES, check_launch_settings
+from pytest_ortperf.measuring.engine import MAX_SECONDS, check_count, check_seconds
+from pytest_ortperf.measuring.percall import (
     MAX_CALLS,
     SIZED_CAP_BUDGETS,
     PerCallConfig,
@@ -29,7 +29,7 @@ from pytest_ortperf.percall import (
     PerCallWarning,
     measure_per_call,
 )
-from pytest_ortperf.throughput import (
+from pytest_ortperf.measuring.throughput import (
     MAX_CONCURRENCY,
     MAX_LEVELS,
     MAX_ROUNDS,

@@ -58,7 +58,7 @@ def _imports() -> dict[str, set[str]]:
 
 
 def _top(module: str) -> str:
-    """``gating`` for ``pytest_ortperf.gating.rules``, ``store`` for ``pytest_ortperf.store``."""
+    """``gating`` for ``pytest_ortperf.gating.rules``, ``store`` for ``pytest_ortperf.store.db``."""
     parts = module.split(".")
     top = parts[1] if len(parts) > 1 else ""
     return ALIASES.get(top, top)

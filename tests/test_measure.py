@@ -2,7 +2,7 @@
 
 import pytest
 
-from pytest_ortperf.measure import PREEMPTED_BELOW, Engine, EngineConfig, smoke
+from pytest_ortperf.measuring.engine import PREEMPTED_BELOW, Engine, EngineConfig, smoke
 
 
 class FakeClock:
@@ -268,7 +268,7 @@ def test_scripted_engine_scaled_shares_script_and_log():
 def test_both_engines_satisfy_the_timing_engine_protocol():
     # mypy checks this statically (recorder.py takes a TimingEngine); here: at run time,
     # every member the protocol names is there.
-    from pytest_ortperf.measure import TimingEngine
+    from pytest_ortperf.measuring.engine import TimingEngine
     from pytest_ortperf.testing import ScriptedEngine
 
     members = [m for m in vars(TimingEngine) if not m.startswith("_")]
@@ -495,8 +495,8 @@ def test_latency_records_carry_the_preempted_count():
 )
 def test_recorder_watches_cpu_only_for_one_thread_without_spinning(settings, watched):
     from pytest_ortperf import models
-    from pytest_ortperf.feeds import input_specs, make_feeds
-    from pytest_ortperf.ort_session import OrtSession
+    from pytest_ortperf.measuring.feeds import input_specs, make_feeds
+    from pytest_ortperf.measuring.session import OrtSession
     from pytest_ortperf.recorder import Recorder, watches_cpu
     from pytest_ortperf.testing import ScriptedEngine
 
@@ -513,7 +513,7 @@ def test_recorder_watches_cpu_only_for_one_thread_without_spinning(settings, wat
 
 
 def test_stop_rule_looks_thin_out_as_rounds_grow():
-    from pytest_ortperf.measure import asks_stop_rule
+    from pytest_ortperf.measuring.engine import asks_stop_rule
 
     looks = [r for r in range(1, 512) if asks_stop_rule(r, 9)]
     assert looks[:13] == list(range(12, 61, 4))

@@ -19,8 +19,8 @@ from pytest_ortperf.gating.memory_rule import (
     memory_figures,
 )
 from pytest_ortperf.gating.settings import GateSettings
-from pytest_ortperf.measure import Engine, EngineConfig
-from pytest_ortperf.ort_session import OrtSession
+from pytest_ortperf.measuring.engine import Engine, EngineConfig
+from pytest_ortperf.measuring.session import OrtSession
 from pytest_ortperf.recorder import Recorder
 from pytest_ortperf.results import MemoryResult, Outcome, record_from_dict
 

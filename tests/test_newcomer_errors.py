@@ -9,9 +9,9 @@ import onnx.helper as oh
 import pytest
 from onnx import TensorProto
 
-from pytest_ortperf.feeds import FeedError, GeneratedFeeds, InputSpec, make_feeds
-from pytest_ortperf.ort_session import OrtSession
-from pytest_ortperf.runapi import InputsRejected, make_call, run_checked
+from pytest_ortperf.measuring.calls import InputsRejected, make_call, run_checked
+from pytest_ortperf.measuring.feeds import FeedError, GeneratedFeeds, InputSpec, make_feeds
+from pytest_ortperf.measuring.session import OrtSession
 from pytest_ortperf.units import did_you_mean
 
 pytest_plugins = ["pytester"]

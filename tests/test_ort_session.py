@@ -5,9 +5,9 @@ import onnxruntime.datasets
 import pytest
 
 from pytest_ortperf import models
-from pytest_ortperf.feeds import input_specs, make_feeds
-from pytest_ortperf.ort_session import OrtSession, ProviderUnavailable, SessionSettings
-from pytest_ortperf.runapi import APIS, OrtBinding, make_call
+from pytest_ortperf.measuring.calls import APIS, OrtBinding, make_call
+from pytest_ortperf.measuring.feeds import input_specs, make_feeds
+from pytest_ortperf.measuring.session import OrtSession, ProviderUnavailable, SessionSettings
 
 
 def test_model_from_path_bytes_and_proto(tmp_path):
@@ -162,9 +162,9 @@ def test_a_binding_call_keeps_its_inputs_alive() -> None:
     import numpy as np
 
     from pytest_ortperf import models
-    from pytest_ortperf.feeds import input_specs, make_feeds
-    from pytest_ortperf.ort_session import OrtSession
-    from pytest_ortperf.runapi import OrtBinding
+    from pytest_ortperf.measuring.calls import OrtBinding
+    from pytest_ortperf.measuring.feeds import input_specs, make_feeds
+    from pytest_ortperf.measuring.session import OrtSession
 
     def build() -> tuple[object, object, np.ndarray]:
         session = OrtSession.create(models.control(), threads=1)
@@ -187,7 +187,7 @@ def test_a_binding_call_keeps_its_inputs_alive() -> None:
 def test_a_run_with_ort_values_call_keeps_its_inputs_alive() -> None:
     import gc
 
-    from pytest_ortperf.runapi import make_call
+    from pytest_ortperf.measuring.calls import make_call
 
     def build() -> tuple[object, np.ndarray]:
         session = OrtSession.create(models.control(), threads=1)

@@ -36,7 +36,7 @@ from pytest_ortperf.gating.placement import (
     read_placement,
 )
 from pytest_ortperf.gating.rules import judge_structure
-from pytest_ortperf.ort_session import OrtSession
+from pytest_ortperf.measuring.session import OrtSession
 from pytest_ortperf.profiling.parse import read_profile
 from pytest_ortperf.profiling.placement import session_placement
 from pytest_ortperf.results import Comparison, LatencyResult, Outcome, SessionInfo

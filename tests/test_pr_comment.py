@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from ortperf_store_factories import ENV, comparison, latency
 
-from pytest_ortperf.env import machine_fingerprint
+from pytest_ortperf.machine import machine_fingerprint
 from pytest_ortperf.reports.json import RunInfo
 from pytest_ortperf.reports.pr_comment import (
     MAX_CELL,

@@ -11,7 +11,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from pytest_ortperf.ort_session import OrtSession
+from pytest_ortperf.measuring.session import OrtSession
 from pytest_ortperf.profiling.memory import MemoryResult, peak_memory
 from pytest_ortperf.profiling.parse import Profile
 from pytest_ortperf.profiling.run import profile_session

@@ -122,7 +122,7 @@ COLD = """
 import sys
 import numpy as np
 from pytest_ortperf import models
-from pytest_ortperf.measure import Engine, EngineConfig
+from pytest_ortperf.measuring.engine import Engine, EngineConfig
 from pytest_ortperf.recorder import Recorder
 rec = Recorder(test="t", measured=True, engine=Engine(EngineConfig()), user_properties=[])
 rec.cold_start(models.control(), {"X": np.zeros((64, 256), np.float32)}, launches=200,

@@ -17,9 +17,9 @@ import pytest
 from ortperf_store_factories import ENV, GIT, latency
 from pg_server import URL_ENV, Postgres, free_port
 
-from pytest_ortperf import store
 from pytest_ortperf.cli import main as ortperf_cli
-from pytest_ortperf.store import StoreError, read_results, redact_url, save_run
+from pytest_ortperf.store import db as store
+from pytest_ortperf.store.db import StoreError, read_results, redact_url, save_run
 
 # ------------------------------------------------------------------------------ redact_url
 

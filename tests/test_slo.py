@@ -10,7 +10,7 @@ import pytest
 
 from pytest_ortperf.gating import slo
 from pytest_ortperf.gating.slo import Budget, SloError, calls_needed, judge, parse_slo
-from pytest_ortperf.percall import PerCallSamples
+from pytest_ortperf.measuring.percall import PerCallSamples
 from pytest_ortperf.results import PerCallResult
 from pytest_ortperf.units import parse_rate, parse_seconds
 

@@ -9,10 +9,10 @@ from pathlib import Path
 
 from ortperf_store_factories import ENV, latency
 
-from pytest_ortperf import store
 from pytest_ortperf.gating.history_changes import BUDGET_KIND, history_changes
 from pytest_ortperf.gating.slo import Budget, judge
 from pytest_ortperf.results import PerCallResult, Record
+from pytest_ortperf.store import db as store
 
 T0 = 1_700_000_000.0
 TEST = "tests/test_m.py::test_tail"

@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 from ortperf_store_factories import ENV, GIT, OTHER_ENV, comparison, latency, memory, save
 
-from pytest_ortperf import spool, store
 from pytest_ortperf.cli import main as ortperf_cli
+from pytest_ortperf.store import db as store
+from pytest_ortperf.store import spool
 
 SUITE = """
 from pytest_ortperf import models

@@ -19,8 +19,9 @@ import pytest
 import sqlalchemy as sa
 from ortperf_store_factories import ENV, GIT, latency
 
-from pytest_ortperf import spool, store
 from pytest_ortperf.cli import main as ortperf_cli
+from pytest_ortperf.store import db as store
+from pytest_ortperf.store import spool
 
 ORTPERF = str(Path(sys.executable).with_name("ortperf"))
 SUITE_ENV = {k: v for k, v in os.environ.items() if not k.startswith("ORTPERF_")}
@@ -208,7 +209,7 @@ def test_a_store_through_a_symlinked_path_is_the_same_store(tmp_path: Path) -> N
 SYNCER = """
 import sys
 from pathlib import Path
-from pytest_ortperf import spool
+from pytest_ortperf.store import spool
 done = spool.sync(sys.argv[1], Path(sys.argv[2]))
 print(len(done.written), len(done.damaged), done.error)
 """

@@ -24,8 +24,9 @@ from ortperf_store_factories import (
     save,
 )
 
-from pytest_ortperf import env, store
+from pytest_ortperf import machine as env
 from pytest_ortperf.results import LatencyResult, MemoryResult, Record, record_from_dict
+from pytest_ortperf.store import db as store
 
 T0 = 1_700_000_000.0
 

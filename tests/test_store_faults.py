@@ -26,7 +26,8 @@ import sqlalchemy as sa
 from ortperf_store_factories import ENV, GIT, latency
 from pg_server import Postgres, Server, ServerError, start
 
-from pytest_ortperf import spool, store
+from pytest_ortperf.store import db as store
+from pytest_ortperf.store import spool
 
 ORTPERF = str(Path(sys.executable).with_name("ortperf"))
 SUITE_ENV = {k: v for k, v in os.environ.items() if not k.startswith("ORTPERF_")}

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_ortperf import store
+from pytest_ortperf.store import db as store
 
 HERE = Path(__file__).parent
 
@@ -30,7 +30,7 @@ CHILD = textwrap.dedent(
     import sqlalchemy as sa
     from sqlalchemy import event
     from ortperf_store_factories import comparison, latency, save
-    from pytest_ortperf import store
+    from pytest_ortperf.store import db as store
 
     point = os.environ.get("KILL_AT", "")  # "before:N", "after:N", "commit" or "" (trace)
     seen = []

@@ -23,8 +23,8 @@ import sqlalchemy as sa
 from ortperf_store_factories import ENV, GIT, comparison, latency, memory, save
 from pg_server import PASSWORD, Postgres, Server, ServerError, start
 
-from pytest_ortperf import store
 from pytest_ortperf.cli import main as ortperf_cli
+from pytest_ortperf.store import db as store
 
 DATA = Path(__file__).parent / "data"
 SUITE_ENV = {k: v for k, v in os.environ.items() if not k.startswith("ORTPERF_")}

@@ -20,8 +20,9 @@ from ortperf_store_factories import comparison, latency, save
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
-from pytest_ortperf import cli, store
+from pytest_ortperf import cli
 from pytest_ortperf.cli import main
+from pytest_ortperf.store import db as store
 
 T0 = 1_700_000_000.0
 
@@ -451,7 +452,7 @@ def _boom(*args: Any, **kwargs: Any) -> Any:
 def test_a_store_failure_is_a_note_and_never_changes_the_exit_status(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, failure: str
 ) -> None:
-    from pytest_ortperf import env
+    from pytest_ortperf import machine as env
 
     pytester.makepyfile(test_perf=STORE_SUITE)
     first = pytester.runpytest(*RUN)

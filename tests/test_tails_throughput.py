@@ -15,11 +15,13 @@ import numpy as np
 import onnx
 import pytest
 
-from pytest_ortperf.feeds import input_specs, make_feeds
 from pytest_ortperf.gating.tails import MIN_ROUNDS, judge_tail, quantile_label, tail_ratio
+from pytest_ortperf.measuring.calls import make_call
+from pytest_ortperf.measuring.feeds import input_specs, make_feeds
+from pytest_ortperf.measuring.percall import PerCallConfig, measure_per_call, timer_cost_ns
+from pytest_ortperf.measuring.session import OrtSession
+from pytest_ortperf.measuring.throughput import ThroughputError, measure_levels, run_level
 from pytest_ortperf.models import tiny_add
-from pytest_ortperf.ort_session import OrtSession
-from pytest_ortperf.percall import PerCallConfig, measure_per_call, timer_cost_ns
 from pytest_ortperf.reports import charts
 from pytest_ortperf.reports.html import ReportInput, build_html
 from pytest_ortperf.reports.markdown import markdown_summary
@@ -33,8 +35,6 @@ from pytest_ortperf.results import (
     ThroughputResult,
     record_from_dict,
 )
-from pytest_ortperf.runapi import make_call
-from pytest_ortperf.throughput import ThroughputError, measure_levels, run_level
 
 
 def session_call(model: onnx.ModelProto, api: str = "run") -> Callable[[], object]:

@@ -22,25 +22,25 @@ import onnx
 import pytest
 
 from pytest_ortperf.cli import ab, main
-from pytest_ortperf.environments import (
-    CACHE_ENV_VAR,
-    EnvironmentSetupError,
-    EnvSpec,
-    cache_dir,
-    ensure,
-)
-from pytest_ortperf.feeds import make_feeds
 from pytest_ortperf.gating.ab import histogram_changes, judge_ab
-from pytest_ortperf.measure import EngineConfig
+from pytest_ortperf.measuring.engine import EngineConfig
+from pytest_ortperf.measuring.feeds import make_feeds
 from pytest_ortperf.models import attention, linear_regression
 from pytest_ortperf.recorder import remote_profile
-from pytest_ortperf.remote import (
+from pytest_ortperf.remote.sessions import (
     RemoteEnvironment,
     WorkerError,
     WorkerTimeout,
     interleave,
     order,
     shared_feeds,
+)
+from pytest_ortperf.remote.venvs import (
+    CACHE_ENV_VAR,
+    EnvironmentSetupError,
+    EnvSpec,
+    cache_dir,
+    ensure,
 )
 from pytest_ortperf.results import Outcome
 
@@ -86,7 +86,7 @@ def env_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 ENSURE = (
     "import sys; from pathlib import Path; "
-    "from pytest_ortperf.environments import EnvSpec, ensure; "
+    "from pytest_ortperf.remote.venvs import EnvSpec, ensure; "
     "print(ensure(EnvSpec.parse(sys.argv[1]), cache=Path(sys.argv[2])))"
 )
 
@@ -270,7 +270,7 @@ def test_hung_worker_times_out(no_leftovers: None) -> None:
 
 
 ORPHAN = (
-    "import os, signal, sys; from pytest_ortperf.remote import RemoteEnvironment; "
+    "import os, signal, sys; from pytest_ortperf.remote.sessions import RemoteEnvironment; "
     "from pytest_ortperf.models import linear_regression; "
     "s = RemoteEnvironment(sys.executable).session(linear_regression()); "
     "print(s.pid, s._dir, flush=True); os.kill(os.getpid(), signal.SIGKILL)"
@@ -413,7 +413,7 @@ def test_cli_ab_with_own_feeds(tmp_path: Path, capsys: pytest.CaptureFixture[str
 SUITE = """
 import sys
 import pytest
-from pytest_ortperf.feeds import make_feeds
+from pytest_ortperf.measuring.feeds import make_feeds
 from pytest_ortperf.models import attention, control
 
 OLD = {old!r}
@@ -468,7 +468,7 @@ def test_remote_multi_thread_session_is_not_preemption_filtered(
     """Issue 21: ``options={"intra_op_num_threads": 4}`` runs ORT on a pool, so a block's
     thread CPU time says nothing of a preemption; a remote A/B must keep every block, as
     a local one does (one ``watches_cpu`` for both)."""
-    from pytest_ortperf.remote import Arms
+    from pytest_ortperf.remote.sessions import Arms
 
     pooled = {"intra_op_num_threads": 4}
     a, b = here.session(attention(), options=pooled), here.session(attention(), options=pooled)
@@ -502,7 +502,7 @@ def test_ab_measures_several_process_pairs(no_leftovers: None) -> None:
 def test_parallel_start_failure_closes_the_started(
     no_leftovers: None, here: RemoteEnvironment
 ) -> None:
-    from pytest_ortperf.remote import start_sessions
+    from pytest_ortperf.remote.sessions import start_sessions
 
     makers = [lambda: here.session(attention()), lambda: here.session(b"not a model")] * 2
     with pytest.raises(WorkerError, match="could not load model"):
@@ -586,7 +586,7 @@ def test_requirement_strings_are_not_pip_options(
 def test_old_onnxruntime_gets_a_numpy_it_was_built_for() -> None:
     """Issue 24, item 14: onnxruntime before 1.19 is built against numpy 1.x (1.19.0 is the
     first built for numpy 2): an environment naming no numpy gets numpy<2."""
-    from pytest_ortperf.environments import install_requirements
+    from pytest_ortperf.remote.venvs import install_requirements
 
     assert install_requirements(["onnxruntime==1.17.3"]) == ["onnxruntime==1.17.3", "numpy<2"]
     assert install_requirements(["onnxruntime-gpu==1.18.1"])[-1] == "numpy<2"
@@ -655,7 +655,7 @@ def test_damaged_environment_is_detected_and_made_again(old_python: Path, tmp_pa
     """Issue 24, item 12: a removed interpreter, a truncated library, a removed package
     each reported as what it is (not as a model that does not load), and the entry made
     again by the next use."""
-    from pytest_ortperf.environments import verify
+    from pytest_ortperf.remote.venvs import verify
 
     spec = EnvSpec.parse(OLD)
     root = _copy_env(old_python, tmp_path / "a")

@@ -9,7 +9,7 @@ import pytest
 SUITE = """
 import pytest
 from pytest_ortperf import models
-from pytest_ortperf.measure import Engine, EngineConfig
+from pytest_ortperf.measuring.engine import Engine, EngineConfig
 
 
 @pytest.fixture(autouse=True)

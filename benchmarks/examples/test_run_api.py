@@ -1,13 +1,13 @@
 """The ways to call onnxruntime, on a tiny linear regression: ``ortperf.api_sweep`` measures
 the same model through every run API (``run``, the C-level ``run``, ``run_with_ort_values``
-and three IOBinding variants, see ``pytest_ortperf.runapi``) interleaved, and returns a
+and three IOBinding variants, see ``pytest_ortperf.measuring.calls``) interleaved, and returns a
 table sorted by median with each API's ratio to the fastest.
 
 On a model this small the call overhead dominates, so the choice of API shows clearly.
 """
 
 from pytest_ortperf import models
-from pytest_ortperf.runapi import APIS
+from pytest_ortperf.measuring.calls import APIS
 
 
 def test_run_api_sweep(ort_session, ort_feeds, ortperf, record_property):

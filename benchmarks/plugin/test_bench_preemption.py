@@ -6,7 +6,7 @@ Run alone on the machine (about two minutes; skipped without ``--ortperf``)::
 
 The model is ``attention(dim=D)`` on ``B`` batches, one intra-op thread, no spinning (ORT
 computes on the calling thread, so the engine watches its CPU time). It is measured by the
-engine (:class:`~pytest_ortperf.measure.Engine`, ``watch_cpu=True``) for each block length,
+engine (:class:`~pytest_ortperf.measuring.engine.Engine`, ``watch_cpu=True``) for each block length,
 first quiet and then with two noisy neighbours (``noise.noisy_neighbours``: one process
 spinning on the CPU, one copying a 256 MiB array over and over), ``REPEATS`` times in that
 order; and by pytest-benchmark, run for real in a subprocess on a generated test file timing
@@ -45,9 +45,9 @@ QUIET, NOISY = "quiet", "noisy"
 TARGET = 0.03
 
 PB_TEST = """\
-from pytest_ortperf.feeds import input_specs, make_feeds
-from pytest_ortperf.ort_session import OrtSession
-from pytest_ortperf.runapi import OrtBinding, binding_call
+from pytest_ortperf.measuring.feeds import input_specs, make_feeds
+from pytest_ortperf.measuring.session import OrtSession
+from pytest_ortperf.measuring.calls import OrtBinding, binding_call
 
 
 def test_attention(benchmark):
@@ -119,11 +119,11 @@ def test_preemption(
     from noise import noisy_neighbours
 
     from pytest_ortperf import models
-    from pytest_ortperf.feeds import input_specs, make_feeds
-    from pytest_ortperf.measure import Call, Engine, EngineConfig
-    from pytest_ortperf.ort_session import OrtSession
+    from pytest_ortperf.measuring.calls import OrtBinding, binding_call
+    from pytest_ortperf.measuring.engine import Call, Engine, EngineConfig
+    from pytest_ortperf.measuring.feeds import input_specs, make_feeds
+    from pytest_ortperf.measuring.session import OrtSession
     from pytest_ortperf.recorder import watches_cpu
-    from pytest_ortperf.runapi import OrtBinding, binding_call
     from pytest_ortperf.state import STATE_KEY
 
     if not request.config.stash[STATE_KEY].settings.enabled:

@@ -23,9 +23,9 @@ from typing import Any
 
 import pytest
 
-from pytest_ortperf import store
-from pytest_ortperf.env import collect_environment, git_info
+from pytest_ortperf.machine import collect_environment, git_info
 from pytest_ortperf.results import LatencyResult, SessionInfo
+from pytest_ortperf.store import db as store
 
 TARGET_S = 1.0
 SESSION = SessionInfo("model.onnx", ("CPUExecutionProvider",), "all", 1, False, (("Add", 1),))

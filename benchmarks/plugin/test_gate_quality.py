@@ -29,7 +29,7 @@ Everything a user's CI does happens in its own process, through ``pytest``'s com
    and nothing regressed, or the reverse) is reported as odd. Every outcome string is counted
    as it comes (``unstable`` or any new one included).
 4. **Slowdown steps.** The real effect of each pad is measured at the start, in this process,
-   with a long interleaved run (:class:`~pytest_ortperf.measure.Engine` at five budgets)
+   with a long interleaved run (:class:`~pytest_ortperf.measuring.engine.Engine` at five budgets)
    against the unpadded candidate. The threshold passed with ``--ortperf-threshold`` is the
    first pad's effect divided by 1.2, so the pads slow the candidate by ~1.2x and (at
    ``dim=256``, pads 16 and 32) ~2x the threshold; the realized multiples are printed.
@@ -402,10 +402,10 @@ def test_gate_quality(
     from noise import noisy_neighbours
 
     from pytest_ortperf import models
-    from pytest_ortperf.feeds import input_specs, make_feeds
-    from pytest_ortperf.measure import Engine
-    from pytest_ortperf.ort_session import OrtSession
-    from pytest_ortperf.runapi import OrtBinding, binding_call
+    from pytest_ortperf.measuring.calls import OrtBinding, binding_call
+    from pytest_ortperf.measuring.engine import Engine
+    from pytest_ortperf.measuring.feeds import input_specs, make_feeds
+    from pytest_ortperf.measuring.session import OrtSession
     from pytest_ortperf.state import STATE_KEY
     from pytest_ortperf.stats import paired_ratio, ratio_of_blocks
 
@@ -804,10 +804,10 @@ def test_gate_quality_three_conditions(
     from noise import noisy_neighbours
 
     from pytest_ortperf import models
-    from pytest_ortperf.feeds import input_specs, make_feeds
-    from pytest_ortperf.measure import Engine
-    from pytest_ortperf.ort_session import OrtSession
-    from pytest_ortperf.runapi import OrtBinding, binding_call
+    from pytest_ortperf.measuring.calls import OrtBinding, binding_call
+    from pytest_ortperf.measuring.engine import Engine
+    from pytest_ortperf.measuring.feeds import input_specs, make_feeds
+    from pytest_ortperf.measuring.session import OrtSession
     from pytest_ortperf.state import STATE_KEY
     from pytest_ortperf.stats import paired_ratio, ratio_of_blocks
 

@@ -32,7 +32,7 @@ from pytest_ortperf.gating.rules import (
     ratio_baseline,
 )
 from pytest_ortperf.gating.settings import HISTORY_TAG, GateSettings
-from pytest_ortperf.measure import Engine, EngineConfig, StopRule, TimingEngine
+from pytest_ortperf.measuring.engine import Engine, EngineConfig, StopRule, TimingEngine
 from pytest_ortperf.results import Comparison, LatencyResult, Outcome, Verdict
 from pytest_ortperf.units import format_change, format_interval
 

@@ -2,8 +2,8 @@
 branch stored on one machine class, instead of the committed ``__ortperf__`` files.
 
 Which runs: the newest ``window`` complete runs on the git branch (default ``main``) whose
-machine class (:func:`pytest_ortperf.env.machine_fingerprint`) is the chosen one (default:
-this machine's) and that stored the measurement (:func:`pytest_ortperf.store.branch_records`).
+machine class (:func:`pytest_ortperf.machine.machine_fingerprint`) is the chosen one (default:
+this machine's) and that stored the measurement (:func:`pytest_ortperf.store.db.branch_records`).
 Interrupted runs never count, nor does the current run (it is stored when it ends), nor any
 other machine class or branch. Where any run of the window ran on CI (``$CI`` set, recorded
 as ``ci`` in its environment), the runs outside CI are set aside (:data:`OUTSIDE_CI`): a
@@ -68,7 +68,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 StoredRun = tuple[Mapping[str, Any], Record]
-"""A stored run's view (:func:`pytest_ortperf.store.branch_records`) and its record."""
+"""A stored run's view (:func:`pytest_ortperf.store.db.branch_records`) and its record."""
 
 
 # --------------------------------------------------------------------------- the pure part
@@ -115,7 +115,7 @@ class Found:
 
 OUTSIDE_CI = "a run outside CI ($CI unset)"
 """Why a run of the window is set aside when others of it ran on CI (``ci`` of its
-environment, :func:`pytest_ortperf.env.collect_environment`)."""
+environment, :func:`pytest_ortperf.machine.collect_environment`)."""
 
 
 def ci_only(views: Sequence[Mapping[str, Any]]) -> bool:
@@ -290,11 +290,11 @@ def judge_runs(
     runs there were). None when either run is not a complete, measured run on a branch, or
     for a latency measured on another machine class or otherwise than run ``run_a`` (the
     caller falls back to the two runs alone, which says why).
-    ``listed`` is the store's :func:`~pytest_ortperf.store.list_runs` (read once for many
+    ``listed`` is the store's :func:`~pytest_ortperf.store.db.list_runs` (read once for many
     measurements; None: read here). Raises StoreError."""
     from pytest_ortperf.gating.baseline import entry_from_record, judge_entry
     from pytest_ortperf.gating.history import judge_against_runs
-    from pytest_ortperf.store import INTERRUPTED, branch_records, list_runs
+    from pytest_ortperf.store.db import INTERRUPTED, branch_records, list_runs
 
     test, name, kind = key
     listed = list_runs(store) if listed is None else listed
@@ -359,7 +359,7 @@ def resolve_machine(store: str, spec: str) -> str:
     spec = spec.strip().lower()
     if len(spec) == 12:
         return spec
-    from pytest_ortperf.store import list_runs, redact_url
+    from pytest_ortperf.store.db import list_runs, redact_url
 
     runs = list_runs(store)
     known = [f for f in runs["fingerprint"] if isinstance(f, str)]
@@ -415,7 +415,7 @@ class HistoryBaselines:
     def _read(self, test: str, name: str, kind: str) -> Sequence[StoredRun] | str:
         if self.store is None:
             return "no results store (--ortperf-store=none)"
-        from pytest_ortperf.store import StoreError, branch_records, redact_url
+        from pytest_ortperf.store.db import StoreError, branch_records, redact_url
 
         if _not_created(self.store):
             return []  # no run stored yet: no history, rather than an unreadable store

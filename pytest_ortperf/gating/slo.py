@@ -48,7 +48,7 @@ from pytest_ortperf.results import SloVerdict
 from pytest_ortperf.units import format_seconds, parse_rate, parse_seconds
 
 if TYPE_CHECKING:
-    from pytest_ortperf.percall import PerCallSamples
+    from pytest_ortperf.measuring.percall import PerCallSamples
     from pytest_ortperf.results import PerCallResult
 
 KINDS = ("latency", "per_call", "throughput", "cold_start")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pytest_ortperf.ort_session import OrtSession
+from pytest_ortperf.measuring.session import OrtSession
 from pytest_ortperf.profiling.run import profile_session
 
 Feeds = Mapping[str, Any]

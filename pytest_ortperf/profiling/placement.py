@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from pytest_ortperf.ort_session import OrtSession, SessionSettings
+    from pytest_ortperf.measuring.session import OrtSession, SessionSettings
 
 RECORD_ASSIGNMENT = "session.record_ep_graph_assignment_info"
 
@@ -52,7 +52,7 @@ def session_placement(session: OrtSession) -> dict[str, tuple[str, str]]:
 def _placement(
     model_bytes: bytes, settings: SessionSettings
 ) -> tuple[tuple[str, tuple[str, str]], ...]:
-    from pytest_ortperf.ort_session import OrtSession
+    from pytest_ortperf.measuring.session import OrtSession
 
     probe = OrtSession(model_bytes, settings.replace(options={RECORD_ASSIGNMENT: "1"}), "placement")
     read = getattr(probe.sess, "get_provider_graph_assignment_info", None)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_ortperf.profiling.parse import Profile, read_profile
 
 if TYPE_CHECKING:
-    from pytest_ortperf.ort_session import ModelLike, OrtSession
+    from pytest_ortperf.measuring.session import ModelLike, OrtSession
 
 __all__ = ["profile_session"]
 
@@ -30,12 +30,12 @@ def profile_session(
 ) -> Profile:
     """Profile ``runs`` calls of a session (after ``warmup`` calls left out of the profile).
 
-    ``session`` is an :class:`~pytest_ortperf.ort_session.OrtSession` (its settings are reused on
-    a new, profiling session) or a model (path, bytes, ``onnx.ModelProto``) run with default
-    settings.
+    ``session`` is an :class:`~pytest_ortperf.measuring.session.OrtSession` (its settings
+    are reused on a new, profiling session) or a model (path, bytes,
+    ``onnx.ModelProto``) run with default settings.
     """
-    from pytest_ortperf.ort_session import OrtSession
-    from pytest_ortperf.ortvalues import run_plain
+    from pytest_ortperf.measuring.ortvalues import run_plain
+    from pytest_ortperf.measuring.session import OrtSession
 
     if runs < 1 or warmup < 0:
         raise ValueError(f"runs must be >= 1 and warmup >= 0, got runs={runs}, warmup={warmup}")

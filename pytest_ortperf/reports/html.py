@@ -45,7 +45,7 @@ from pytest_ortperf.units import (
 
 if TYPE_CHECKING:
     from pytest_ortperf.gating.history_changes import MeasurementChange
-    from pytest_ortperf.store import HistoryKey, HistoryPoint
+    from pytest_ortperf.store.db import HistoryKey, HistoryPoint
 
 SWEEP_PREFIX = "api:"
 """Records named ``api:<api>`` come from ``ortperf.api_sweep``."""

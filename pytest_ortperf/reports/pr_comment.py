@@ -61,8 +61,8 @@ class _Listed:
 
 def machine_class(environment: Mapping[str, Any]) -> str:
     """The run's machine class in words (:func:`~pytest_ortperf.units.machine_label`) from
-    its environment (:func:`~pytest_ortperf.env.collect_environment`)."""
-    from pytest_ortperf.env import machine_fingerprint
+    its environment (:func:`~pytest_ortperf.machine.collect_environment`)."""
+    from pytest_ortperf.machine import machine_fingerprint
 
     cores = environment.get("logical_cores")
     return machine_label(

@@ -1,6 +1,6 @@
 """Single-call timing: every call timed on its own, for the tails of the latency distribution.
 
-The engine (:mod:`pytest_ortperf.measure`) times *blocks* of back-to-back calls: their
+The engine (:mod:`pytest_ortperf.measuring.engine`) times *blocks* of back-to-back calls: their
 medians are what the gate judges, and they hide the slow single call. Here each call is
 timed alone (``t0 = clock(); call(); t1 = clock()``), and what the timer itself adds is
 measured and subtracted: the median of back-to-back empty timings (``t0 = clock(); t1 =
@@ -14,7 +14,7 @@ engine does) and then ``m`` single calls: ``k`` itself, lowered where need be so
 block median measured beside the single calls, under the same conditions: the timer-cost
 correction is checked against it (:attr:`PerCallSamples.block_median`). A round whose block
 or single calls were preempted (thread CPU time below
-:data:`~pytest_ortperf.measure.PREEMPTED_BELOW` of the wall time, looked for only with
+:data:`~pytest_ortperf.measuring.engine.PREEMPTED_BELOW` of the wall time, looked for only with
 ``watch_cpu``) is left out of every target, as the engine does: the
 tails are those of the model's own work on an undisturbed thread, not of the neighbours'.
 
@@ -40,7 +40,7 @@ import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pytest_ortperf.measure import (
+from pytest_ortperf.measuring.engine import (
     NS,
     PREEMPTED_BELOW,
     Call,

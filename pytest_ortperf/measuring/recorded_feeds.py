@@ -15,10 +15,10 @@ index ``N`` in the model's inputs. Every set is checked like pinned ``values=``:
 dtypes and shapes against the model, with an error that names the file at fault. An
 ``.npy`` (or each array of an ``.npz``) is checked from its header *before* it is read:
 names, dtype and shape against the model's inputs, and at most
-:data:`~pytest_ortperf.feeds.MAX_FEED_BYTES` (2 GiB) per array, so a small file that
+:data:`~pytest_ortperf.measuring.feeds.MAX_FEED_BYTES` (2 GiB) per array, so a small file that
 declares a huge array (or a deflated ``.npz`` that inflates to one) allocates nothing.
 Pickled (object) arrays are refused; a damaged or truncated file is a
-:class:`~pytest_ortperf.feeds.FeedError` naming it.
+:class:`~pytest_ortperf.measuring.feeds.FeedError` naming it.
 
 One set comes back as a plain ``dict``. Several come back as a :class:`FeedPool`: a
 ``dict`` of the first set (so anything that takes feeds takes it) that also holds every
@@ -43,7 +43,7 @@ from typing import IO, Any
 
 import numpy as np
 
-from pytest_ortperf.feeds import (
+from pytest_ortperf.measuring.feeds import (
     MAX_FEED_BYTES,
     FeedError,
     InputSpec,

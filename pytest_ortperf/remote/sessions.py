@@ -1,8 +1,8 @@
 """Sessions in worker processes of other environments, measured interleaved from here.
 
-:class:`RemoteEnvironment` is an environment (:mod:`pytest_ortperf.environments`);
+:class:`RemoteEnvironment` is an environment (:mod:`pytest_ortperf.remote.venvs`);
 :meth:`RemoteEnvironment.session` starts a worker process of it
-(:mod:`pytest_ortperf.worker`) that loads the model, and returns a :class:`RemoteSession`.
+(:mod:`pytest_ortperf.remote.worker`) that loads the model, and returns a :class:`RemoteSession`.
 :func:`interleave` measures several remote sessions interleaved: the parent picks the
 order of the blocks (ABBA: each round reverses the previous one) and asks one worker at a
 time for one block; the worker times its own ``k`` calls with ``perf_counter_ns`` and
@@ -38,10 +38,7 @@ from typing import IO, Any
 import numpy as np
 
 from pytest_ortperf import scratch
-from pytest_ortperf import worker as worker_module
-from pytest_ortperf.environments import EnvSpec, ensure
-from pytest_ortperf.feeds import InputSpec, check_feed_names
-from pytest_ortperf.measure import (
+from pytest_ortperf.measuring.engine import (
     CAPPED_MIN_BLOCKS,
     NS,
     PREEMPTED_BELOW,
@@ -50,6 +47,9 @@ from pytest_ortperf.measure import (
     StopRule,
     asks_stop_rule,
 )
+from pytest_ortperf.measuring.feeds import InputSpec, check_feed_names
+from pytest_ortperf.remote import worker as worker_module
+from pytest_ortperf.remote.venvs import EnvSpec, ensure
 from pytest_ortperf.results import LatencyResult, SessionInfo
 
 Feeds = Mapping[str, np.ndarray[Any, Any]]
@@ -94,7 +94,7 @@ def _kill_all() -> None:
 
 
 class WorkerProcess:
-    """One worker process, driven by JSON lines (see :mod:`pytest_ortperf.worker`)."""
+    """One worker process, driven by JSON lines (see :mod:`pytest_ortperf.remote.worker`)."""
 
     def __init__(self, python: Path, label: str, *, timeout: float = LOAD_TIMEOUT_S) -> None:
         self.label = label
@@ -261,7 +261,7 @@ class RemoteEnvironment:
 
     ``spec``: a requirement (``"onnxruntime==1.31.1"``), requirements, or the path of a
     Python interpreter or virtual environment (see :meth:`EnvSpec.parse`). Environments
-    from requirements are created in the cache (:func:`pytest_ortperf.environments.cache_dir`,
+    from requirements are created in the cache (:func:`pytest_ortperf.remote.venvs.cache_dir`,
     or ``cache``) on first use. ``timeout_s`` bounds every wait for one answer of a worker
     (a block, a warm-up), ``load_timeout_s`` a worker's start, a model's load, a profile.
     """
@@ -302,7 +302,7 @@ class RemoteEnvironment:
         """A session of ``model`` in a new worker of this environment, with the keyword
         arguments of ``ort_session``; a model this environment's onnxruntime cannot load
         raises :class:`WorkerError` naming the version and ORT's error."""
-        from pytest_ortperf.ort_session import SessionSettings
+        from pytest_ortperf.measuring.session import SessionSettings
 
         settings = SessionSettings.of(
             providers=providers, optimization=optimization, threads=threads,
@@ -335,7 +335,7 @@ class RemoteSession:
     def __init__(
         self, environment: RemoteEnvironment, model: Any, settings: Any, name: str | None
     ) -> None:
-        from pytest_ortperf.ort_session import load_model_bytes
+        from pytest_ortperf.measuring.session import load_model_bytes
 
         model_bytes, model_label = load_model_bytes(model)
         self.environment = environment
@@ -452,7 +452,7 @@ class RemoteSession:
 
     def warm_up(self, config: EngineConfig) -> tuple[int, bool]:
         """The worker's warm-up of the bound call: ``k`` calls per block, and whether the
-        block times settled (as :meth:`pytest_ortperf.measure.Engine.warm_up`)."""
+        block times settled (as :meth:`pytest_ortperf.measuring.engine.Engine.warm_up`)."""
         reply = self._request(
             "warmup", max(self.environment.timeout_s, 4 * config.warmup_s),
             block_s=config.block_s, warmup_s=config.warmup_s,
@@ -598,8 +598,9 @@ def interleave(
 
     Each worker warms up and calibrates its own ``k`` first; then rounds of one block per
     worker, until the budget is spent and ``min_blocks`` clean rounds are taken, or the
-    hard cap (:meth:`EngineConfig.cap_s`), as :meth:`pytest_ortperf.measure.Engine.interleave`
-    does. A round with a preempted block (with ``watch_cpu``) is left out. With ``pin``,
+    hard cap (:meth:`EngineConfig.cap_s`), as
+    :meth:`pytest_ortperf.measuring.engine.Engine.interleave` does. A round with a preempted block
+    (with ``watch_cpu``) is left out. With ``pin``,
     the workers of one-thread sessions share one CPU (:func:`pin_together`): unpinned,
     A/B of two onnxruntime versions read 0.90 in one run and 1.11 in the next on a busy
     2-core machine (each arm on another core), pinned 0.997 and 0.993, and A/A intervals
@@ -694,7 +695,7 @@ def measure_pairs(
     does in a stretch of time reaches every pair alike; a preempted block leaves out its
     own pair's round only, and the two workers of a pair time the same number of calls
     per block (:func:`interleave` with groups of two)."""
-    from pytest_ortperf.ort_session import watches_cpu
+    from pytest_ortperf.measuring.session import watches_cpu
 
     sessions = [s for pair in pairs for s in pair]
     with shared_feeds(sessions, feeds, api):
@@ -764,7 +765,7 @@ class Arms:
     def measure(
         self, config: EngineConfig | None, stop: StopRule | None, measured: bool
     ) -> tuple[Samples, Samples]:
-        from pytest_ortperf.ort_session import watches_cpu
+        from pytest_ortperf.measuring.session import watches_cpu
 
         sessions = [self.reference, self.candidate]
         with shared_feeds(sessions, self.feeds, self.api):

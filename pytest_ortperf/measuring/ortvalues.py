@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import onnxruntime as ort
 
-from pytest_ortperf.feeds import BFLOAT16
+from pytest_ortperf.measuring.feeds import BFLOAT16
 
 BFLOAT16_ONNX = 16
 """``onnx.TensorProto.BFLOAT16``."""

@@ -16,7 +16,7 @@ A sync claims each file before writing its run (a rename to a name only it uses)
 syncs at once never write, count or report the same file; the claim of a sync that died
 is taken over by the next one. A file that cannot be read as a run (not a regular file,
 over :data:`MAX_BYTES`, not UTF-8, not JSON, nested too deep, not a run) or whose run the
-store cannot take (:class:`~pytest_ortperf.store.UnstorableRun`) is moved to
+store cannot take (:class:`~pytest_ortperf.store.db.UnstorableRun`) is moved to
 :data:`SET_ASIDE` beside the spool and named, and the sync goes on with the next file.
 """
 
@@ -31,10 +31,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_ortperf import store as results_store
 from pytest_ortperf.files import write_atomic
 from pytest_ortperf.results import Record, record_from_dict
-from pytest_ortperf.store import (
+from pytest_ortperf.store import db as results_store
+from pytest_ortperf.store.db import (
     UID,
     StoreError,
     StorePath,
@@ -70,7 +70,7 @@ class SpoolError(Exception):
 
 @dataclass(frozen=True)
 class SpooledRun:
-    """One run as :func:`~pytest_ortperf.store.save_run` takes it, and the store it was
+    """One run as :func:`~pytest_ortperf.store.db.save_run` takes it, and the store it was
     meant for (its label, credentials masked)."""
 
     uid: str

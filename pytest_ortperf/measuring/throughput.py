@@ -12,7 +12,7 @@ level alike.
 
 Counts are bounded (:func:`check_levels`): at most :data:`MAX_CONCURRENCY` threads a
 level, :data:`MAX_LEVELS` levels, :data:`MAX_ROUNDS` rounds, ``seconds`` finite and at
-most :data:`~pytest_ortperf.measure.MAX_SECONDS` a level. An interrupt (Ctrl-C) at any
+most :data:`~pytest_ortperf.measuring.engine.MAX_SECONDS` a level. An interrupt (Ctrl-C) at any
 point stops every thread after its call in flight and joins it before propagating.
 """
 
@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from pytest_ortperf.measure import MAX_SECONDS, NS, Call, Clock, check_count, check_seconds
+from pytest_ortperf.measuring.engine import MAX_SECONDS, NS, Call, Clock, check_count, check_seconds
 
 WARM_CALLS = 3
 """Calls each thread makes before the barrier (first runs, per-thread arenas)."""

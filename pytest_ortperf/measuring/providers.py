@@ -36,7 +36,7 @@ PROVIDER_DEVICES: dict[str, str] = {
 in ORT's Python API (``cpu``)."""
 
 DEVICES: tuple[str, ...] = ("cpu", "cuda", "dml", "cann")
-"""The device types :class:`~pytest_ortperf.runapi.OrtBinding` accepts."""
+"""The device types :class:`~pytest_ortperf.measuring.calls.OrtBinding` accepts."""
 
 WARMUP_BOUND_S: dict[str, float] = {
     "CPUExecutionProvider": 0.1,

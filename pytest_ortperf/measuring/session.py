@@ -14,9 +14,9 @@ from typing import Any, Protocol
 import onnx
 import onnxruntime as ort
 
-from pytest_ortperf.feeds import check_feed_names
-from pytest_ortperf.ortvalues import run_plain
-from pytest_ortperf.providers import device_for, install_hint
+from pytest_ortperf.measuring.feeds import check_feed_names
+from pytest_ortperf.measuring.ortvalues import run_plain
+from pytest_ortperf.measuring.providers import device_for, install_hint
 from pytest_ortperf.results import SessionInfo
 
 OPTIMIZATION_LEVELS: dict[str, ort.GraphOptimizationLevel] = {
@@ -240,12 +240,13 @@ class OrtSession:
     @property
     def device(self) -> str:
         """The device of this session's tensors: ``cuda`` for CUDA or TensorRT, ``dml``,
-        ``cann``, else ``cpu`` (:func:`pytest_ortperf.providers.device_for`)."""
+        ``cann``, else ``cpu`` (:func:`pytest_ortperf.measuring.providers.device_for`)."""
         return device_for(self.sess.get_providers())
 
     def run(self, feeds: Mapping[str, Any]) -> list[Any]:
         """All outputs for ``feeds``, which must name exactly the model's inputs
-        (bfloat16 as ``ml_dtypes.bfloat16`` arrays, see :mod:`pytest_ortperf.ortvalues`)."""
+        (bfloat16 as ``ml_dtypes.bfloat16`` arrays,
+        see :mod:`pytest_ortperf.measuring.ortvalues`)."""
         check_feed_names(self.input_names, feeds, f"model {self.label}")
         return run_plain(self.sess, feeds)
 

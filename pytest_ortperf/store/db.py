@@ -71,7 +71,7 @@ SCHEMA_VERSION = 2
 BUSY_TIMEOUT_MS = 30_000
 CONNECT_TIMEOUT_S = 10
 """How long a database server may take to accept a connection before the store counts as
-unreachable (the run is spooled: :mod:`pytest_ortperf.spool`)."""
+unreachable (the run is spooled: :mod:`pytest_ortperf.store.spool`)."""
 
 StorePath = str | os.PathLike[str]
 
@@ -905,7 +905,7 @@ def _without_nul(value: Any) -> Any:
 
 
 def _environment_row(env: Mapping[str, Any]) -> dict[str, Any]:
-    from pytest_ortperf.env import machine_fingerprint
+    from pytest_ortperf.machine import machine_fingerprint
 
     known = {
         "ort_version": env.get("ort_version"),

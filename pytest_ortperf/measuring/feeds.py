@@ -14,7 +14,7 @@ from pytest_ortperf.units import did_you_mean
 
 BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
 """numpy has no bfloat16: such inputs are arrays of ``ml_dtypes.bfloat16`` (see
-:mod:`pytest_ortperf.ortvalues` for how they reach onnxruntime)."""
+:mod:`pytest_ortperf.measuring.ortvalues` for how they reach onnxruntime)."""
 
 ORT_TYPE_TO_DTYPE: dict[str, np.dtype[Any]] = {
     "tensor(float)": np.dtype(np.float32),
@@ -51,7 +51,7 @@ class FeedError(ValueError):
 class GeneratedFeeds(dict[str, np.ndarray[Any, Any]]):
     """What :func:`make_feeds` returns: a plain ``dict`` of the inputs that also remembers
     which values it drew at random, from which seed and range, so that an error of
-    onnxruntime on them can say so (:class:`pytest_ortperf.runapi.InputsRejected`)."""
+    onnxruntime on them can say so (:class:`pytest_ortperf.measuring.calls.InputsRejected`)."""
 
     seed: int
     low: float | None

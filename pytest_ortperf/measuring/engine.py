@@ -30,7 +30,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from pytest_ortperf.providers import warmup_bound
+from pytest_ortperf.measuring.providers import warmup_bound
 
 Call = Callable[[], object]
 Clock = Callable[[], int]
@@ -264,7 +264,7 @@ class Engine:
 
     def for_providers(self, providers: Sequence[str]) -> Engine:
         """The same engine with a warm-up bound of at least the providers' own
-        (:data:`pytest_ortperf.providers.WARMUP_BOUND_S`: 0.1 s on the CPU, 2 s on CUDA,
+        (:data:`pytest_ortperf.measuring.providers.WARMUP_BOUND_S`: 0.1 s on the CPU, 2 s on CUDA,
         60 s on TensorRT). A warm-up ends as soon as the block times settle."""
         bound = max(self.config.warmup_s, warmup_bound(providers))
         if bound == self.config.warmup_s:

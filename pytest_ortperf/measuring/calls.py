@@ -20,9 +20,8 @@ from typing import Any
 import numpy as np
 import onnxruntime as ort
 
-from pytest_ortperf.feeds import GeneratedFeeds, check_feed_names
-from pytest_ortperf.ort_session import OrtSession
-from pytest_ortperf.ortvalues import (
+from pytest_ortperf.measuring.feeds import GeneratedFeeds, check_feed_names
+from pytest_ortperf.measuring.ortvalues import (
     empty_value,
     has_bfloat16,
     is_bfloat16,
@@ -30,7 +29,8 @@ from pytest_ortperf.ortvalues import (
     run_plain,
     to_numpy,
 )
-from pytest_ortperf.providers import DEVICES, device_for, providers_for_device
+from pytest_ortperf.measuring.providers import DEVICES, device_for, providers_for_device
+from pytest_ortperf.measuring.session import OrtSession
 
 APIS: tuple[str, ...] = (
     "run",
@@ -142,7 +142,8 @@ class OrtBinding:
     :meth:`run` allocates and copies nothing between host and device.
 
     ``device`` defaults to the session's: ``cuda`` for CUDA or TensorRT, ``dml`` for
-    DirectML, ``cann`` for CANN, else ``cpu`` (see :func:`pytest_ortperf.providers.device_for`).
+    DirectML, ``cann`` for CANN, else ``cpu``
+    (see :func:`pytest_ortperf.measuring.providers.device_for`).
 
     A timed :meth:`run` measures completed work: ORT synchronizes the providers with the
     host at the end of ``Run`` (``cudaStreamSynchronize`` for CUDA), unless the run option

@@ -1,6 +1,6 @@
 """The worker: one onnxruntime session driven by its parent over stdin/stdout.
 
-Run as ``python -m pytest_ortperf.worker`` where pytest-ortperf is installed, or by path
+Run as ``python -m pytest_ortperf.remote.worker`` where pytest-ortperf is installed, or by path
 (the parent runs this file with ``runpy`` in an isolated interpreter of another
 environment, so it imports nothing of pytest-ortperf: only the standard library, numpy and
 the environment's own onnxruntime).
@@ -130,7 +130,7 @@ class Worker:
             self.feeds = {name: data[name] for name in data.files}
         api = request.get("api", "iobinding")
         sess, feeds, ort, np = self.sess, self.feeds, self.ort, self.np
-        # The same calls as pytest_ortperf.runapi times in process: what a block repeats
+        # The same calls as pytest_ortperf.measuring.calls times in process: what a block repeats
         # is the bound C-level call and nothing else.
         if api == "run":
             call = functools.partial(sess.run, None, feeds)

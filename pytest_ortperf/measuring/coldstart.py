@@ -2,8 +2,9 @@
 
 The parent (:func:`measure_cold_start`) writes the model, the feeds (one ``.npz``) and a
 JSON spec into a temporary directory once, then launches ``python -m
-pytest_ortperf.coldstart SPEC`` again and again. Each child imports onnxruntime, builds the
-session with the same settings as ``ort_session`` (:func:`~pytest_ortperf.ort_session.
+pytest_ortperf.measuring.coldstart SPEC`` again and again.
+Each child imports onnxruntime, builds the
+session with the same settings as ``ort_session`` (:func:`~pytest_ortperf.measuring.session.
 make_session_options`), and times three things with ``perf_counter``:
 
 - ``create``: ``InferenceSession(...)`` (graph load, optimization, kernel creation);
@@ -126,7 +127,7 @@ class ColdStartSpec:
 def save_feeds(path: Path, feeds: Mapping[str, np.ndarray[Any, Any]]) -> tuple[str, ...]:
     """Write feeds to ``path`` (``.npz``); bfloat16 arrays go as their 16-bit patterns
     (``.npz`` has no bfloat16), and their names are returned for the child to view back."""
-    from pytest_ortperf.ortvalues import is_bfloat16
+    from pytest_ortperf.measuring.ortvalues import is_bfloat16
 
     arrays: dict[str, np.ndarray[Any, Any]] = {}
     bf16: list[str] = []
@@ -142,7 +143,7 @@ def save_feeds(path: Path, feeds: Mapping[str, np.ndarray[Any, Any]]) -> tuple[s
 
 
 def _load_feeds(path: str, bf16: Sequence[str]) -> dict[str, np.ndarray[Any, Any]]:
-    from pytest_ortperf.feeds import BFLOAT16
+    from pytest_ortperf.measuring.feeds import BFLOAT16
 
     with np.load(path, allow_pickle=True) as data:  # strings are object arrays
         feeds = {name: data[name] for name in data.files}
@@ -159,8 +160,8 @@ def child(spec_path: str) -> dict[str, Any]:
     start = time.perf_counter()
     import onnxruntime as ort
 
-    from pytest_ortperf.ort_session import SessionSettings, make_session_options
-    from pytest_ortperf.ortvalues import run_plain
+    from pytest_ortperf.measuring.ortvalues import run_plain
+    from pytest_ortperf.measuring.session import SessionSettings, make_session_options
 
     imports = time.perf_counter() - start
     spec = ColdStartSpec.from_json(Path(spec_path).read_text(encoding="utf-8"))
@@ -191,11 +192,11 @@ def child(spec_path: str) -> dict[str, Any]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m pytest_ortperf.coldstart SPEC.json``: one cold start, its figures on
+    """``python -m pytest_ortperf.measuring.coldstart SPEC.json``: one cold start, its figures on
     stdout as ``ORTPERF-COLDSTART {json}``."""
     args = list(sys.argv[1:] if argv is None else argv)
     if len(args) != 1:
-        print("usage: python -m pytest_ortperf.coldstart SPEC.json", file=sys.stderr)
+        print("usage: python -m pytest_ortperf.measuring.coldstart SPEC.json", file=sys.stderr)
         return 2
     figures = child(args[0])
     sys.stdout.write(MARKER + json.dumps(figures) + "\n")
@@ -238,7 +239,7 @@ def _child_env() -> dict[str, str]:
 def launch(spec_path: Path, label: str, timeout: float) -> Launch:
     """One fresh process for ``spec_path``; raises :class:`ColdStartError`. The child is
     killed and reaped however this returns."""
-    command = [sys.executable, "-m", "pytest_ortperf.coldstart", str(spec_path)]
+    command = [sys.executable, "-m", "pytest_ortperf.measuring.coldstart", str(spec_path)]
     proc = subprocess.Popen(
         command,
         stdin=subprocess.DEVNULL,
@@ -285,9 +286,9 @@ def check_launch_settings(
     launches: object, timeout: object, budget: object
 ) -> tuple[int | None, float | None, float | None]:
     """A cold start's ``launches`` (1 to :data:`MAX_LAUNCHES`), ``timeout`` and ``budget``
-    (seconds above 0, at most :data:`~pytest_ortperf.measure.MAX_SECONDS`), each None for
+    (seconds above 0, at most :data:`~pytest_ortperf.measuring.engine.MAX_SECONDS`), each None for
     its default; a ``ValueError`` naming the argument at fault."""
-    from pytest_ortperf.measure import check_count, check_seconds  # not in the child
+    from pytest_ortperf.measuring.engine import check_count, check_seconds  # not in the child
 
     return (
         None if launches is None else check_count("launches", launches, 1, MAX_LAUNCHES),
@@ -349,7 +350,7 @@ def prepare(
     label: str,
 ) -> Prepared:
     """Write one model's files (model, feeds ``.npz``, spec) under ``directory``;
-    ``settings`` is a :class:`~pytest_ortperf.ort_session.SessionSettings`."""
+    ``settings`` is a :class:`~pytest_ortperf.measuring.session.SessionSettings`."""
     model = directory / f"{key}.onnx"
     model.write_bytes(model_bytes)
     feeds_path = directory / f"{key}-feeds.npz"
@@ -379,10 +380,10 @@ def other_shape_feeds(
     specs: Sequence[Any], feeds: Mapping[str, np.ndarray[Any, Any]], seed: int = 1
 ) -> tuple[dict[str, np.ndarray[Any, Any]] | None, str]:
     """Random feeds at another shape for the new-shape figure: every dynamic dim of the
-    inputs (``specs``: :class:`~pytest_ortperf.feeds.InputSpec`) doubled from its size in
+    inputs (``specs``: :class:`~pytest_ortperf.measuring.feeds.InputSpec`) doubled from its size in
     ``feeds`` (0 becomes 1; dims of equal size stay equal). ``(None, why)`` when the
     model has no dynamic dim or no such feeds can be made."""
-    from pytest_ortperf.feeds import FeedError, make_feeds
+    from pytest_ortperf.measuring.feeds import FeedError, make_feeds
 
     shapes: dict[str, list[int]] = {}
     dynamic = False
