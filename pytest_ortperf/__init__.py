@@ -44,9 +44,9 @@ _LAZY: dict[str, str] = {
     "ScriptedLauncher": "pytest_ortperf.testing",
     # profiles and memory
     "read_profile": "pytest_ortperf.profiling.parse",
-    "compare_profiles": "pytest_ortperf.profiling.parse",
+    "compare_profiles": "pytest_ortperf.profiling.compare",
     "Profile": "pytest_ortperf.profiling.parse",
-    "ProfileComparison": "pytest_ortperf.profiling.parse",
+    "ProfileComparison": "pytest_ortperf.profiling.compare",
     "profile_session": "pytest_ortperf.profiling.run",
     "peak_memory": "pytest_ortperf.profiling.memory",
     # the gate's pure rules

@@ -11,12 +11,9 @@ import pandas as pd
 import pytest
 
 from pytest_ortperf.profiling import parse as profile_mod
-from pytest_ortperf.profiling.parse import (
-    Profile,
-    compare_profiles,
-    format_type_shapes,
-    read_profile,
-)
+from pytest_ortperf.profiling import trace as trace_mod
+from pytest_ortperf.profiling.frames import format_type_shapes
+from pytest_ortperf.profiling.parse import Profile, compare_profiles, read_profile
 
 DATA = Path(__file__).parent / "data" / "profiles"
 ORT132 = DATA / "ort132_if.json"  # recorded with ORT 1.32: If with a subgraph, mem_* keys
@@ -121,7 +118,7 @@ def test_path_and_list_agree_and_json_fallback(monkeypatch: pytest.MonkeyPatch) 
     from_path = read_profile(str(ORT132))
     from_list = read_profile(load(ORT132))
     pd.testing.assert_frame_equal(from_path.nodes, from_list.nodes)
-    monkeypatch.setattr(profile_mod, "_orjson", None)
+    monkeypatch.setattr(trace_mod, "_orjson", None)
     pd.testing.assert_frame_equal(read_profile(ORT132).nodes, from_path.nodes)
 
 
@@ -384,10 +381,10 @@ def test_all_columns_cost_one_parse_of_the_file(
     pytest.importorskip("msgspec")
     copy = tmp_path / "p.json"
     copy.write_bytes(ORT132.read_bytes())
-    generic = _Counting(profile_mod._loads)
-    typed = _Counting(profile_mod._DECODER)
-    monkeypatch.setattr(profile_mod, "_loads", generic)
-    monkeypatch.setattr(profile_mod, "_DECODER", typed)
+    generic = _Counting(trace_mod._loads)
+    typed = _Counting(trace_mod._DECODER)
+    monkeypatch.setattr(trace_mod, "_loads", generic)
+    monkeypatch.setattr(trace_mod, "_DECODER", typed)
     prof = read_profile(copy)
     prof.by_op()
     nodes = prof.nodes
@@ -416,7 +413,7 @@ def test_args_the_schema_lacks_take_the_generic_parse(tmp_path: Path) -> None:
             e["args"]["mem_new_figure"] = "7"  # a key a newer ORT might add
     path = tmp_path / "newer.json"
     path.write_text(json.dumps(events))
-    assert profile_mod._scan_typed(path.read_bytes()) is None
+    assert trace_mod.scan_typed(path.read_bytes()) is None
     nodes = read_profile(path).nodes
     assert set(nodes["mem_new_figure"]) == {7}
     pd.testing.assert_frame_equal(nodes, read_profile(events).nodes)
@@ -459,9 +456,9 @@ def test_schema_decoding_and_generic_parse_agree(
     path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     pytest.importorskip("msgspec")
-    assert profile_mod._scan_typed(path.read_bytes()) is not None  # the file fits the schema
+    assert trace_mod.scan_typed(path.read_bytes()) is not None  # the file fits the schema
     typed = read_profile(path)
-    monkeypatch.setattr(profile_mod, "_msgspec", None)
+    monkeypatch.setattr(trace_mod, "_msgspec", None)
     generic = read_profile(path)
     pd.testing.assert_frame_equal(typed.by_op(), generic.by_op())
     pd.testing.assert_frame_equal(typed.nodes, generic.nodes)
@@ -477,7 +474,7 @@ def test_files_the_schema_does_not_fit_take_the_generic_parse(tmp_path: Path) ->
     changed[0]["ts"] = changed[0]["ts"] + 0.5
     changed[-1] = {**changed[-1], "args": {**changed[-1]["args"], "stream": 3}}
     odd.write_text(json.dumps(changed))
-    assert profile_mod._scan_typed(odd.read_bytes()) is None
+    assert trace_mod.scan_typed(odd.read_bytes()) is None
     pd.testing.assert_frame_equal(read_profile(odd).nodes, expected.nodes)
     wrapped = tmp_path / "wrapped.json"
     wrapped.write_text(json.dumps({"traceEvents": events}))

@@ -48,7 +48,7 @@ import onnx
 import onnxruntime as ort
 import pytest
 
-from pytest_ortperf.profiling import parse as parse_mod
+from pytest_ortperf.profiling import trace as trace_mod
 from pytest_ortperf.profiling.parse import read_profile
 
 orjson = pytest.importorskip("orjson")
@@ -220,7 +220,7 @@ def test_profile_parse_side_by_side(
     t_ours = best_of(lambda: ours(path), 5)
     t_all = best_of(lambda: ours_all_columns(path), 3)
     with monkeypatch.context() as patch:  # without msgspec: the generic orjson parse
-        patch.setattr(parse_mod, "_msgspec", None)
+        patch.setattr(trace_mod, "_msgspec", None)
         t_generic = best_of(lambda: ours(path), 3)
     start = time.perf_counter()
     theirs(path, tmp_path, monkeypatch)

@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-    from pytest_ortperf.profiling.parse import Profile, ProfileComparison
+    from pytest_ortperf.profiling.compare import ProfileComparison
+    from pytest_ortperf.profiling.parse import Profile
 
 __all__ = ["plot_by_op", "plot_compare", "plot_timeline"]
 
