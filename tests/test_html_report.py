@@ -9,13 +9,8 @@ from typing import Any
 
 from ortperf_store_factories import comparison, latency, memory
 
-from pytest_ortperf.reports.html import (
-    COLLAPSE_ROWS,
-    OUTCOME_LEGEND,
-    ReportInput,
-    build_html,
-    headline,
-)
+from pytest_ortperf.reports.html import OUTCOME_LEGEND, ReportInput, build_html, headline
+from pytest_ortperf.reports.html_base import COLLAPSE_ROWS
 from pytest_ortperf.results import Judgement, Outcome
 from pytest_ortperf.units import format_bytes
 
@@ -129,7 +124,7 @@ def test_hostile_environment_size_is_escaped() -> None:
 
 def test_a_latency_with_a_baseline_draws_the_baseline_beside_it() -> None:
     from pytest_ortperf.reports import charts
-    from pytest_ortperf.reports.html import _boxes_of
+    from pytest_ortperf.reports.html_sections import _boxes_of
 
     record = latency("t.py::t", "lr")
     boxes = _boxes_of([record], {("t.py::t", "lr"): [1.1e-3] * 5})
