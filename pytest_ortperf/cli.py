@@ -29,14 +29,13 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from pytest_ortperf.gating.settings import CHANGE_POINT_RUNS, MIN_HISTORY_RUNS
 from pytest_ortperf.reports.terminal import ELLIPSIS, WIDTH, format_table, shorten_left
 from pytest_ortperf.results import Outcome, Verdict
+from pytest_ortperf.text import escape_control, match_machine
 from pytest_ortperf.units import (
-    escape_control,
     format_change,
     format_interval,
     format_metric,
     format_ratio_interval,
     format_seconds,
-    match_machine,
     parse_fraction,
     threshold_problem,
 )
@@ -706,7 +705,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def cmd_machines(args: argparse.Namespace) -> int:
     from pytest_ortperf.store.db import list_runs
-    from pytest_ortperf.units import machine_label
+    from pytest_ortperf.text import machine_label
 
     frame = list_runs(_store(args))
     frame = frame[~frame["interrupted"].astype(bool)]

@@ -22,7 +22,8 @@ from pytest_ortperf.gating.settings import (
 )
 from pytest_ortperf.measuring.engine import EngineConfig
 from pytest_ortperf.reports.writer import JSON_FORMATS, ReportFiles
-from pytest_ortperf.units import did_you_mean, parse_fraction, threshold_problem
+from pytest_ortperf.text import did_you_mean
+from pytest_ortperf.units import parse_fraction, threshold_problem
 
 MARKER = "ortperf"
 

@@ -331,7 +331,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     if state is None or not state.settings.enabled or not (state.records or state.notes):
         return
     from pytest_ortperf.reports.terminal import WIDTH, summary_lines
-    from pytest_ortperf.units import escape_control
+    from pytest_ortperf.text import escape_control
 
     terminalreporter.section("ortperf")
     # The terminal's width (pytest's writer knows it: COLUMNS, else the terminal, else 80).

@@ -24,7 +24,7 @@ from pytest_ortperf.gating.changes import (
 from pytest_ortperf.gating.history_changes import history_changes
 from pytest_ortperf.results import Record
 from pytest_ortperf.store import db as store
-from pytest_ortperf.units import machine_label
+from pytest_ortperf.text import machine_label
 
 T0 = 1_700_000_000.0
 

@@ -25,7 +25,7 @@ from pytest_ortperf.reports.terminal import format_table, summary_lines
 from pytest_ortperf.reports.writer import ReportFiles, RunResults, write_reports
 from pytest_ortperf.results import Judgement, Record
 from pytest_ortperf.store import db as store
-from pytest_ortperf.units import escape_control
+from pytest_ortperf.text import escape_control
 
 IMG = "<img src=x onerror=alert(1)>"
 SCRIPT = "<script>alert(1)</script>"

@@ -12,7 +12,7 @@ from onnx import TensorProto
 from pytest_ortperf.measuring.calls import InputsRejected, make_call, run_checked
 from pytest_ortperf.measuring.feeds import FeedError, GeneratedFeeds, InputSpec, make_feeds
 from pytest_ortperf.measuring.session import OrtSession
-from pytest_ortperf.units import did_you_mean
+from pytest_ortperf.text import did_you_mean
 
 pytest_plugins = ["pytester"]
 

@@ -25,7 +25,7 @@ from pytest_ortperf.reports.pr_comment import (
 )
 from pytest_ortperf.reports.writer import ReportFiles, RunResults, write_reports
 from pytest_ortperf.results import Judgement, Outcome, Verdict
-from pytest_ortperf.units import machine_label
+from pytest_ortperf.text import machine_label
 
 MACHINE = "Test CPU 3000, 4 CPUs [0123456789ab]"
 CELL = re.compile(r"(?<!\\)\|")

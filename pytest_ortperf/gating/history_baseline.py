@@ -62,7 +62,8 @@ from pytest_ortperf.results import (
     Record,
     Verdict,
 )
-from pytest_ortperf.units import format_metric, match_machine
+from pytest_ortperf.text import match_machine
+from pytest_ortperf.units import format_metric
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -16,7 +16,7 @@ from typing import Any
 
 from pytest_ortperf.gating.changes import MIN_CHANGE, Change, find_changes
 from pytest_ortperf.gating.settings import CHANGE_POINT_RUNS
-from pytest_ortperf.units import machine_label
+from pytest_ortperf.text import machine_label
 
 MeasurementKey = tuple[str, str, str, str]
 """(test, name, kind, api): one measurement, as the store keys it."""

@@ -212,7 +212,7 @@ def _flat(kind: str, spec: Any, at: str, prefix: str) -> tuple[Budget, ...]:
             out.append(Budget(f"{key} threads", 0.5, _value(value, True, named), floor=True))
         else:
             if key not in COLD_START_KEYS:
-                from pytest_ortperf.units import did_you_mean
+                from pytest_ortperf.text import did_you_mean
 
                 raise SloError(
                     f"{named}: a cold-start budget is keyed by one of "

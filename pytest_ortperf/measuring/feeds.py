@@ -10,7 +10,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-from pytest_ortperf.units import did_you_mean
+from pytest_ortperf.text import did_you_mean
 
 BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
 """numpy has no bfloat16: such inputs are arrays of ``ml_dtypes.bfloat16`` (see

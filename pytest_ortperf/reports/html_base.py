@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pytest_ortperf.results import Judgement, Record
-from pytest_ortperf.units import escape_control
+from pytest_ortperf.text import escape_control
 
 if TYPE_CHECKING:
     from pytest_ortperf.gating.history_changes import MeasurementChange

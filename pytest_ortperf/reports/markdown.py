@@ -20,7 +20,8 @@ from pytest_ortperf.reports.rows import (
     threading_note,
 )
 from pytest_ortperf.results import Judgement, Outcome, PerCallResult, Record, ThroughputResult
-from pytest_ortperf.units import escape_control, format_seconds
+from pytest_ortperf.text import escape_control
+from pytest_ortperf.units import format_seconds
 
 ICONS = {
     Outcome.REGRESSED: "❌",

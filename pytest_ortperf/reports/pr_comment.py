@@ -31,7 +31,8 @@ from pytest_ortperf.reports.rows import (
     verdicts_by_key,
 )
 from pytest_ortperf.results import Judgement, Outcome, Record, Verdict
-from pytest_ortperf.units import format_confidence, machine_label
+from pytest_ortperf.text import machine_label
+from pytest_ortperf.units import format_confidence
 
 MAX_ROWS = 30
 """Verdicts listed at most; the rest are counted below the table."""

@@ -27,8 +27,8 @@ from pytest_ortperf.results import (
     Record,
     ThroughputResult,
 )
+from pytest_ortperf.text import escape_control
 from pytest_ortperf.units import (
-    escape_control,
     format_bytes,
     format_confidence,
     format_ratio,
