@@ -179,7 +179,7 @@ def test_effective_cpus_follows_the_real_affinity_mask() -> None:
     code = (
         "import os\n"
         f"os.sched_setaffinity(0, {{{cpu}}})\n"
-        "from pytest_ortperf import env\n"
+        "from pytest_ortperf import machine as env\n"
         "e = env.collect_environment()\n"
         "print(e['effective_cpus'], e['logical_cores'])\n"
     )
