@@ -22,6 +22,7 @@ from pytest_ortperf.config import (
     missing_providers,
     report_files,
 )
+from pytest_ortperf.gating.settings import DEFAULT_ALPHA
 from pytest_ortperf.reports.writer import JSON_FORMATS, ReportFiles
 from pytest_ortperf.state import STATE_KEY, OrtperfState
 
@@ -132,7 +133,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("ortperf_budget", "time budget of one measurement in seconds", default="1.0")
     parser.addini("ortperf_store", "results store path or URL ('none' disables)", default="")
     parser.addini("ortperf_threshold", "allowed slowdown of a gated metric", default="0.05")
-    parser.addini("ortperf_alpha", "one-sided significance level of the gate", default="0.01")
+    parser.addini(
+        "ortperf_alpha", "one-sided significance level of the gate", default=str(DEFAULT_ALPHA)
+    )
     parser.addini(
         "ortperf_latency_threshold",
         "allowed slowdown of absolute latencies (default: ortperf_threshold)",

@@ -26,6 +26,7 @@ from pytest_ortperf.gating.rules import (
     is_fused_op,
     judge_ratio,
 )
+from pytest_ortperf.gating.settings import DEFAULT_ALPHA
 from pytest_ortperf.results import Outcome, Verdict
 from pytest_ortperf.stats import RunEstimate, run_estimate
 from pytest_ortperf.units import format_change, format_confidence, format_interval, format_ratio
@@ -38,7 +39,7 @@ def judge_ab(
     block_ratios: Sequence[float],
     *,
     threshold: float = 0.05,
-    alpha: float = 0.01,
+    alpha: float = DEFAULT_ALPHA,
     a: str = "A",
     b: str = "B",
 ) -> Verdict:
@@ -59,10 +60,6 @@ def judge_ab(
         f"{verdict.n} blocks -> {verdict.outcome.value}{why}"
     )
     return replace(verdict, message=message)
-
-
-MAX_PROCESSES = 16
-"""Most worker-process pairs one A/B may start (each pair is two processes)."""
 
 
 def pair_runs(pair_block_ratios: Sequence[Sequence[float]]) -> list[RunEstimate]:
@@ -107,7 +104,7 @@ def judge_ab_pairs(
     pair_block_ratios: Sequence[Sequence[float]],
     *,
     threshold: float = 0.05,
-    alpha: float = 0.01,
+    alpha: float = DEFAULT_ALPHA,
     a: str = "A",
     b: str = "B",
 ) -> Verdict:

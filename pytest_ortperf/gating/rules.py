@@ -34,6 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pytest_ortperf.gating.settings import DEFAULT_ALPHA
 from pytest_ortperf.results import Outcome, Verdict
 from pytest_ortperf.stats import (
     FloatArray,
@@ -379,7 +380,7 @@ def judge_ratio(
     baseline: RatioBaseline | float,
     *,
     threshold: float = 0.05,
-    alpha: float = 0.01,
+    alpha: float = DEFAULT_ALPHA,
     metric: str = "ratio",
     shown_baseline: float | None = None,
     runs: Sequence[int] | None = None,
@@ -495,7 +496,7 @@ def decide_early(
     baseline: RatioBaseline,
     *,
     threshold: float = 0.05,
-    alpha: float = 0.01,
+    alpha: float = DEFAULT_ALPHA,
     may_reject: bool = True,
     min_rounds: int = MIN_EARLY_ROUNDS,
 ) -> bool:
@@ -526,7 +527,7 @@ def decide_early(
 def detectable_change(
     baseline: RatioBaseline,
     *,
-    alpha: float = 0.01,
+    alpha: float = DEFAULT_ALPHA,
     power: float = 0.9,
     pairs: int = CHECK_PAIRS,
 ) -> float:

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+DEFAULT_ALPHA = 0.01
+"""The gate's one-sided significance level unless set (``--ortperf-alpha``, ini
+``ortperf_alpha``, the marker's ``alpha``, ``ortperf compare --alpha``, ``ortperf ab
+--alpha``): the default of every rule that takes an ``alpha``."""
 LATENCY_MODES = ("normalized", "absolute")
 MIN_HISTORY_RUNS = 5
 """Fewest stored runs a history baseline gates with, for ratios as for latencies (the
@@ -29,7 +33,7 @@ class GateSettings:
     """How one test is gated (run settings overridden by its marker)."""
 
     threshold: float = 0.05
-    alpha: float = 0.01
+    alpha: float = DEFAULT_ALPHA
     strict: bool = False
     structure: bool = True
     confirm: bool = True

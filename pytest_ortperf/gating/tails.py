@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from pytest_ortperf.gating.settings import DEFAULT_ALPHA
 from pytest_ortperf.results import MIN_TAIL_CALLS, Outcome, Verdict
 from pytest_ortperf.stats import FloatArray
 from pytest_ortperf.units import format_change, format_confidence, format_interval, format_ratio
@@ -117,7 +118,7 @@ def tail_ratio(
     candidate: Rounds,
     q: float = 0.99,
     *,
-    alpha: float = 0.01,
+    alpha: float = DEFAULT_ALPHA,
     expected: float = 1.0,
     resamples: int = RESAMPLES,
     seed: int = 0,
@@ -157,7 +158,7 @@ def judge_tail(
     q: float = 0.99,
     *,
     threshold: float = 0.10,
-    alpha: float = 0.01,
+    alpha: float = DEFAULT_ALPHA,
     expected: float = 1.0,
     resamples: int = RESAMPLES,
     seed: int = 0,
