@@ -14,7 +14,6 @@ from onnx import helper as oh
 
 from pytest_ortperf import models
 from pytest_ortperf.cli import main
-from pytest_ortperf.measuring.engine import Engine, EngineConfig
 from pytest_ortperf.measuring.feeds import FeedError, input_specs
 from pytest_ortperf.measuring.recorded_feeds import (
     FeedPool,
@@ -24,7 +23,7 @@ from pytest_ortperf.measuring.recorded_feeds import (
     write_data_set,
 )
 from pytest_ortperf.measuring.session import OrtSession
-from pytest_ortperf.recorder import Recorder
+from pytest_ortperf.recorder.targets import calls
 
 TYPES = {
     "f": (TensorProto.FLOAT, np.float32),
@@ -304,8 +303,7 @@ def test_a_pool_rotates_through_the_timed_calls(tmp_path):
     for i, x in enumerate(xs):
         write_data_set(tmp_path / f"test_data_set_{i}", {"X": x})
     pool = load_feeds(input_specs(lr.sess), tmp_path)
-    rec = Recorder(test="t", measured=False, engine=Engine(EngineConfig()), user_properties=[])
-    call = rec._calls(lr, pool, "run")[0]
+    call = calls(lr, pool, "run")[0]
     seen = [float(call()[0][0, 0]) for _ in range(4)]
     expected = [float(lr.run({"X": x})[0][0, 0]) for x in (*xs, xs[0])]
     assert seen == expected and len(set(seen)) == 3

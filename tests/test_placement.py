@@ -221,11 +221,11 @@ def test_cpu_session_placement_from_onnxruntime() -> None:
         "Transpose#0": ("Transpose", CPU),
     }  # fmt: skip
     # The record carries it; the profile of the same session agrees.
-    from pytest_ortperf.recorder import _session_info
+    from pytest_ortperf.recorder.targets import session_info
 
-    info = _session_info(session, True).to_dict()
+    info = session_info(session, True).to_dict()
     assert read_placement(info["placement"]) == placement
-    assert "placement" not in _session_info(session, False).to_dict()
+    assert "placement" not in session_info(session, False).to_dict()
 
 
 INNER = """

@@ -10,4 +10,6 @@
 - ``percall``: every call timed on its own (tails)
 - ``throughput``: calls per second under concurrency
 - ``coldstart``: session creation and first runs in fresh processes
+- ``records``: records of measured samples (one arm, a comparison of two, runs merged)
+- ``outputs``: a candidate's outputs checked against a reference's
 """

@@ -235,6 +235,14 @@ class TimingEngine(Protocol):
         ...
 
 
+def config_of(engine: object) -> EngineConfig:
+    """The :class:`EngineConfig` of a timing engine; the defaults for one without (a
+    scripted engine), for what sizes itself from a config (single calls, throughput, the
+    workers of remote sessions)."""
+    config = getattr(engine, "config", None)
+    return config if isinstance(config, EngineConfig) else EngineConfig()
+
+
 class Engine:
     """Times zero-argument callables under an :class:`EngineConfig`.
 

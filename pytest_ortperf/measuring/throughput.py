@@ -18,12 +18,19 @@ point stops every thread after its call in flight and joins it before propagatin
 
 from __future__ import annotations
 
+import os
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from pytest_ortperf.measuring.engine import MAX_SECONDS, NS, Call, Clock, check_count, check_seconds
+from pytest_ortperf.results import ThroughputLevel
+from pytest_ortperf.stats import quantile
+
+if TYPE_CHECKING:
+    from pytest_ortperf.measuring.session import SessionSettings
 
 WARM_CALLS = 3
 """Calls each thread makes before the barrier (first runs, per-thread arenas)."""
@@ -163,3 +170,42 @@ def measure_levels(
         for n in levels if r % 2 == 0 else list(reversed(levels)):
             runs[n].append(run_level(prepared[n], seconds / rounds, clock=clock))
     return runs
+
+
+def level_figures(runs: Mapping[int, Sequence[LevelRun]], what: str) -> tuple[ThroughputLevel, ...]:
+    """Each level's figures, pooled over its windows: calls, seconds, the rate of each
+    window, and p50/p90/p99/mean of every call's latency; a ``RuntimeError`` naming
+    ``what`` and the level where no call finished."""
+    levels = []
+    for n, windows in runs.items():
+        spans = sorted(x * NS for w in windows for x in w.latencies_ns)
+        if not spans:
+            raise RuntimeError(f"{what}: no call finished at {n} threads")
+        levels.append(
+            ThroughputLevel(
+                concurrency=n,
+                calls=sum(w.calls for w in windows),
+                seconds=sum(w.seconds for w in windows),
+                rates=tuple(w.calls / w.seconds for w in windows if w.seconds > 0),
+                p50=quantile(spans, 0.5),
+                p90=quantile(spans, 0.9),
+                p99=quantile(spans, 0.99),
+                mean=sum(spans) / len(spans),
+            )
+        )
+    return tuple(levels)
+
+
+def thread_counts(settings: SessionSettings) -> tuple[int, int]:
+    """The intra-op and inter-op threads a session with ``settings`` runs with (its
+    ``options`` win over ``threads``; 0: onnxruntime's default)."""
+    options = dict(settings.options)
+    intra = int(options.get("intra_op_num_threads", settings.threads))
+    inter = int(options.get("inter_op_num_threads", 1 if settings.threads == 1 else 0))
+    return intra, inter
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its affinity where the OS tells it)."""
+    affinity = getattr(os, "sched_getaffinity", None)
+    return len(affinity(0)) if affinity is not None else (os.cpu_count() or 1)

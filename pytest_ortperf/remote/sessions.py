@@ -30,10 +30,10 @@ import tempfile
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -48,9 +48,15 @@ from pytest_ortperf.measuring.engine import (
     asks_stop_rule,
 )
 from pytest_ortperf.measuring.feeds import InputSpec, check_feed_names
+from pytest_ortperf.measuring.records import latency_result
 from pytest_ortperf.remote import worker as worker_module
 from pytest_ortperf.remote.venvs import EnvSpec, ensure
 from pytest_ortperf.results import LatencyResult, SessionInfo
+
+if TYPE_CHECKING:
+    from typing import Unpack
+
+    from pytest_ortperf.measuring.session import SessionKeywords
 
 Feeds = Mapping[str, np.ndarray[Any, Any]]
 
@@ -291,24 +297,15 @@ class RemoteEnvironment:
         self,
         model: Any,
         *,
-        providers: Iterable[str] | None = None,
-        optimization: str = "all",
-        threads: int = 1,
-        spinning: bool = False,
-        options: Mapping[str, Any] | None = None,
-        custom_ops: Iterable[str | os.PathLike[str]] | None = None,
         name: str | None = None,
+        **keywords: Unpack[SessionKeywords],
     ) -> RemoteSession:
         """A session of ``model`` in a new worker of this environment, with the keyword
         arguments of ``ort_session``; a model this environment's onnxruntime cannot load
         raises :class:`WorkerError` naming the version and ORT's error."""
         from pytest_ortperf.measuring.session import SessionSettings
 
-        settings = SessionSettings.of(
-            providers=providers, optimization=optimization, threads=threads,
-            spinning=spinning, options=options, custom_ops=custom_ops,
-        )  # fmt: skip
-        session = RemoteSession(self, model, settings, name)
+        session = RemoteSession(self, model, SessionSettings.of(**keywords), name)
         self.sessions.append(session)
         return session
 
@@ -779,28 +776,13 @@ class Arms:
         return ref, cand
 
 
-def engine_config(engine: Any) -> EngineConfig | None:
-    """The :class:`EngineConfig` of a timing engine (None for a scripted one)."""
-    config = getattr(engine, "config", None)
-    return config if isinstance(config, EngineConfig) else None
-
-
 def arm_result(
     test: str, name: str, api: str, samples: Samples, session: RemoteSession, measured: bool
 ) -> LatencyResult:
     """The record of one remote arm's samples (its optimized graph's op types when
     ``measured``)."""
-    return LatencyResult(
-        test=test,
-        name=name,
-        api=api,
-        samples=samples.values,
-        calls_per_block=samples.calls_per_block,
-        measured=measured,
-        session=session.info(with_histogram=measured),
-        preempted=samples.preempted,
-        preempted_kept=samples.preempted_kept,
-    )
+    info = session.info(with_histogram=measured)
+    return latency_result(test, name, api, samples, info, measured)
 
 
 def both_remote(reference: object, candidate: object) -> tuple[RemoteSession, RemoteSession]:

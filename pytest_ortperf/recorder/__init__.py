@@ -1,0 +1,44 @@
+"""The recorder: what the ``ortperf`` fixture gives a test.
+
+:class:`Recorder` (``facade``) is a facade: each public method hands its measurement to
+the module of its kind, which measures through :mod:`pytest_ortperf.measuring`, judges
+through :mod:`pytest_ortperf.gating` and leaves what it found on the test's recording.
+
+- ``facade``: ``Recorder``, the public methods, each a few lines
+- ``context``: one test's settings, engine and gate, shared by every kind
+- ``recording``: names, ``user_properties`` and deferred failures (every failure message)
+- ``targets``: a target's calls, the control workload, session records
+- ``deciding``: a measurement taken once, as a baseline's runs, or through the gate;
+  a comparison judged on itself (``max_slowdown``)
+- ``budgets``: latency budgets (``slo=``) checked, sized for and judged
+- ``unsettled``: the warning of a target whose warm-up did not settle
+- kinds: ``latency`` (latency, compare), ``ranking`` (rank, api_sweep), ``profiles``
+  (profile, memory), ``cold_start``, ``per_call``, ``throughput``, and ``remote``
+  (compare and rank of ``ort_env`` sessions; ``ortperf ab`` uses its measuring and
+  profiling)
+"""
+
+from __future__ import annotations
+
+from pytest_ortperf.measuring.outputs import OutputMismatch
+from pytest_ortperf.measuring.records import comparison, merge_runs
+from pytest_ortperf.measuring.session import watches_cpu
+from pytest_ortperf.recorder.facade import Recorder
+from pytest_ortperf.recorder.remote import measure_ab
+from pytest_ortperf.recorder.unsettled import warn_unsettled
+from pytest_ortperf.remote.ab import check_outputs_ab
+from pytest_ortperf.remote.profiles import profile_lines, profile_runs_for, remote_profile
+
+__all__ = [
+    "OutputMismatch",
+    "Recorder",
+    "check_outputs_ab",
+    "comparison",
+    "measure_ab",
+    "merge_runs",
+    "profile_lines",
+    "profile_runs_for",
+    "remote_profile",
+    "warn_unsettled",
+    "watches_cpu",
+]
