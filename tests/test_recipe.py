@@ -132,6 +132,33 @@ def test_a_session_and_its_keywords_make_one_recipe(model_file: Path, feeds: Any
     assert dict(live.session.options) == {"execution_mode": "ORT_SEQUENTIAL"}
 
 
+def test_a_session_rebuilt_from_the_recipe_has_the_recipe(model_file: Path, feeds: Any) -> None:
+    keywords: dict[str, Any] = {
+        "optimization": "extended",
+        "threads": 2,
+        "options": {
+            "execution_mode": ort.ExecutionMode.ORT_PARALLEL,
+            "enable_mem_pattern": False,
+            "session.set_denormal_as_zero": "1",
+        },
+    }
+    made = recipe(model_file, feeds, **keywords)
+    back = Recipe.from_dict(json.loads(json.dumps(made.to_dict())))
+    rebuilt = OrtSession(
+        model_file.read_bytes(), SessionSettings.of(**back.session.keywords()), "b"
+    )
+    assert Recipe.of_session(rebuilt, feeds, onnxruntime=ORT) == made
+    assert rebuilt.sess.get_session_options().execution_mode == ort.ExecutionMode.ORT_PARALLEL
+    np.testing.assert_array_equal(
+        rebuilt.run(feeds)[0], OrtSession.create(model_file).run(feeds)[0]
+    )
+    bad = SessionRecipe.of(options={"execution_mode": "ORT_TURBO"})
+    with pytest.raises(
+        RecipeError, match=r"session.options.execution_mode: 'ORT_TURBO' is not one"
+    ):
+        bad.keywords()
+
+
 def test_settings_of_a_session_settings_record() -> None:
     settings = SessionSettings.of(threads=4, options={"enable_cpu_mem_arena": 0})
     made = SessionRecipe.of(

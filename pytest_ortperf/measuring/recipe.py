@@ -313,6 +313,37 @@ class SessionRecipe:
             options=tuple(sorted(kept.items())),
         )
 
+    def keywords(self) -> dict[str, Any]:
+        """``ort_session``'s keyword arguments for these settings (custom-op libraries
+        aside): what rebuilds the baseline's session. An option kept by its enum's name
+        (``execution_mode: "ORT_SEQUENTIAL"``) is given as that enum of the onnxruntime
+        in use (imported here); a name it lacks is a :class:`RecipeError`."""
+        options: dict[str, Any] = {}
+        probe = None
+        for key, value in self.options:
+            if "." not in key and isinstance(value, str):
+                if probe is None:
+                    import onnxruntime
+
+                    probe = onnxruntime.SessionOptions()
+                members = getattr(type(getattr(probe, key, None)), "__members__", None)
+                if members is not None:
+                    if value not in members:
+                        raise RecipeError(
+                            f"recipe field session.options.{key}: {value!r} is not one of "
+                            f"{', '.join(members)} in this onnxruntime"
+                        )
+                    options[key] = members[value]
+                    continue
+            options[key] = value
+        return {
+            "providers": list(self.providers),
+            "optimization": self.optimization,
+            "threads": self.threads,
+            "spinning": self.spinning,
+            "options": options,
+        }
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "providers": list(self.providers),
