@@ -7,7 +7,7 @@ that need them when a test asks for them.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Generator, Iterable, Mapping
+from collections.abc import Callable, Generator, Mapping
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import pytest
@@ -31,10 +31,12 @@ REPORT_FILES_KEY = pytest.StashKey[ReportFiles]()
 RECORDER_KEY = pytest.StashKey["Recorder"]()
 
 if TYPE_CHECKING:
+    from typing import Unpack
+
     from pytest_ortperf.gating.gate import Gate
     from pytest_ortperf.gating.settings import GateSettings
     from pytest_ortperf.measuring.calls import OrtBinding
-    from pytest_ortperf.measuring.session import OrtSession
+    from pytest_ortperf.measuring.session import OrtSession, SessionKeywords
     from pytest_ortperf.profiling.parse import Profile
     from pytest_ortperf.recorder import Recorder
     from pytest_ortperf.remote.sessions import RemoteEnvironment
@@ -364,28 +366,11 @@ def ort_session() -> Callable[..., OrtSession]:
     from pytest_ortperf.measuring.session import OrtSession, ProviderUnavailable
 
     def factory(
-        model: Any,
-        *,
-        providers: Iterable[str] | None = None,
-        optimization: str = "all",
-        threads: int = 1,
-        spinning: bool = False,
-        options: Mapping[str, Any] | None = None,
-        custom_ops: Iterable[str] | None = None,
-        name: str | None = None,
+        model: Any, *, name: str | None = None, **keywords: Unpack[SessionKeywords]
     ) -> OrtSession:
         __tracebackhide__ = True
         try:
-            return OrtSession.create(
-                model,
-                providers=providers,
-                optimization=optimization,
-                threads=threads,
-                spinning=spinning,
-                options=options,
-                custom_ops=custom_ops,
-                name=name,
-            )
+            return OrtSession.create(model, name=name, **keywords)
         except ProviderUnavailable as exc:
             # Reported at the test's location, not at this fixture's.
             raise pytest.skip.Exception(str(exc), _use_item_location=True) from None

@@ -9,7 +9,7 @@ import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict
 
 import onnx
 import onnxruntime as ort
@@ -18,6 +18,9 @@ from pytest_ortperf.measuring.feeds import check_feed_names
 from pytest_ortperf.measuring.ortvalues import run_plain
 from pytest_ortperf.measuring.providers import device_for, install_hint
 from pytest_ortperf.results import SessionInfo
+
+if TYPE_CHECKING:
+    from typing import Unpack
 
 OPTIMIZATION_LEVELS: dict[str, ort.GraphOptimizationLevel] = {
     "disable": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
@@ -44,6 +47,19 @@ class ProviderUnavailable(RuntimeError):
 
 class CustomOpsError(RuntimeError):
     """A custom-op library exists but onnxruntime could not load or register it."""
+
+
+class SessionKeywords(TypedDict, total=False):
+    """The keyword arguments that make a session's :class:`SessionSettings`, as
+    ``ort_session``, :meth:`OrtSession.create` and ``RemoteEnvironment.session`` take them
+    (their defaults: :meth:`SessionSettings.of`)."""
+
+    providers: Iterable[str] | None
+    optimization: str
+    threads: int
+    spinning: bool
+    options: Mapping[str, Any] | None
+    custom_ops: Iterable[str | os.PathLike[str]] | None
 
 
 @dataclass(frozen=True)
@@ -210,20 +226,11 @@ class OrtSession:
         cls,
         model: ModelLike,
         *,
-        providers: Iterable[str] | None = None,
-        optimization: str = "all",
-        threads: int = 1,
-        spinning: bool = False,
-        options: Mapping[str, Any] | None = None,
-        custom_ops: Iterable[str | os.PathLike[str]] | None = None,
         name: str | None = None,
+        **keywords: Unpack[SessionKeywords],
     ) -> OrtSession:
         model_bytes, label = load_model_bytes(model)
-        settings = SessionSettings.of(
-            providers=providers, optimization=optimization, threads=threads,
-            spinning=spinning, options=options, custom_ops=custom_ops,
-        )  # fmt: skip
-        return cls(model_bytes, settings, name or label)
+        return cls(model_bytes, SessionSettings.of(**keywords), name or label)
 
     def derive(self, **changes: Any) -> OrtSession:
         """A new session on the same model with some settings changed (options merged)."""

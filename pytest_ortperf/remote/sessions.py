@@ -30,10 +30,10 @@ import tempfile
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -52,6 +52,11 @@ from pytest_ortperf.measuring.records import latency_result
 from pytest_ortperf.remote import worker as worker_module
 from pytest_ortperf.remote.venvs import EnvSpec, ensure
 from pytest_ortperf.results import LatencyResult, SessionInfo
+
+if TYPE_CHECKING:
+    from typing import Unpack
+
+    from pytest_ortperf.measuring.session import SessionKeywords
 
 Feeds = Mapping[str, np.ndarray[Any, Any]]
 
@@ -292,24 +297,15 @@ class RemoteEnvironment:
         self,
         model: Any,
         *,
-        providers: Iterable[str] | None = None,
-        optimization: str = "all",
-        threads: int = 1,
-        spinning: bool = False,
-        options: Mapping[str, Any] | None = None,
-        custom_ops: Iterable[str | os.PathLike[str]] | None = None,
         name: str | None = None,
+        **keywords: Unpack[SessionKeywords],
     ) -> RemoteSession:
         """A session of ``model`` in a new worker of this environment, with the keyword
         arguments of ``ort_session``; a model this environment's onnxruntime cannot load
         raises :class:`WorkerError` naming the version and ORT's error."""
         from pytest_ortperf.measuring.session import SessionSettings
 
-        settings = SessionSettings.of(
-            providers=providers, optimization=optimization, threads=threads,
-            spinning=spinning, options=options, custom_ops=custom_ops,
-        )  # fmt: skip
-        session = RemoteSession(self, model, settings, name)
+        session = RemoteSession(self, model, SessionSettings.of(**keywords), name)
         self.sessions.append(session)
         return session
 
