@@ -114,7 +114,7 @@ class ArtifactStore:
         as it is (kept once); a damaged one is written again. With ``sha256``, ``data``
         must hash to it (else :class:`ArtifactCorrupt`, nothing written)."""
         view = memoryview(data).cast("B")
-        _checkformat_bytes(len(view), "artifact")
+        _check_size(len(view), "artifact")
         digest = hashlib.sha256(view).hexdigest()
         if sha256 is not None and check_sha256(sha256) != digest:
             raise ArtifactCorrupt(
@@ -141,11 +141,11 @@ class ArtifactStore:
                 info = os.fstat(fh.fileno())
                 if not stat.S_ISREG(info.st_mode):
                     raise ArtifactError(f"{os.fspath(source)}: not a regular file, not kept")
-                _checkformat_bytes(info.st_size, os.fspath(source))
+                _check_size(info.st_size, os.fspath(source))
                 data = fh.read(MAX_ARTIFACT_BYTES + 1)
         except OSError as exc:
             raise ArtifactError(f"{os.fspath(source)}: cannot be read ({exc})") from None
-        _checkformat_bytes(len(data), os.fspath(source))
+        _check_size(len(data), os.fspath(source))
         return self.put(data)
 
     def get(self, sha256: str, *, size: int | None = None) -> bytes:
@@ -255,7 +255,7 @@ class ArtifactStore:
         return digest.hexdigest() == sha256
 
 
-def _checkformat_bytes(size: int, what: str) -> None:
+def _check_size(size: int, what: str) -> None:
     if size > MAX_ARTIFACT_BYTES:
         raise ArtifactError(
             f"{what}: {format_bytes(size)} is more than an artifact may hold "
