@@ -3,7 +3,7 @@
 An artifact is named by the sha256 of its bytes and lives in a directory at
 ``<root>/<first 2 hex digits>/<the other 62>``, so a model used by many baseline entries
 is kept once, and two runs that keep the same model write the same file. The root
-(:func:`resolve_artifacts`) is ``--ortperf-artifacts`` when given, else
+(:func:`resolve_artifacts`) is the value given (an option or ini key), else
 ``$ORTPERF_ARTIFACTS``, else ``.ortperf/artifacts`` under the rootdir: beside the results
 store and the spool, in the directory that is never committed (so baselines stay small)
 and that a CI cache step can keep by one path.
