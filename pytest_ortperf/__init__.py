@@ -58,8 +58,8 @@ _LAZY: dict[str, str] = {
     "judge_tail": "pytest_ortperf.gating.tails",
     "judge_memory": "pytest_ortperf.gating.memory_rule",
     # the results store
-    "read_results": "pytest_ortperf.store.db",
-    "list_runs": "pytest_ortperf.store.db",
+    "read_results": "pytest_ortperf.store.read",
+    "list_runs": "pytest_ortperf.store.read",
 }
 
 __all__ = ["__version__", *_LAZY]

@@ -214,7 +214,7 @@ def find_store(start: Path, relative: str | None = None) -> tuple[Path | None, l
     ``start``: looked for in ``start``, then each parent, up to the first directory holding
     a :data:`ROOT_MARKERS` file (checked too) or the filesystem root. Returns the store
     (None when there is none) and the directories searched."""
-    from pytest_ortperf.store.db import DEFAULT_STORE
+    from pytest_ortperf.store.connection import DEFAULT_STORE
 
     searched = []
     for directory in [start, *start.parents]:
@@ -231,7 +231,8 @@ def _store(args: argparse.Namespace) -> str:
     """The store to read: ``--store``, else ``$ORTPERF_STORE``, else the nearest
     ``.ortperf/results.sqlite`` from the current directory upward (:func:`find_store`).
     Unless given with ``--store``, the store used is named on stderr (credentials masked)."""
-    from pytest_ortperf.store.db import DEFAULT_STORE, STORE_ENV, redact_url, resolve_store
+    from pytest_ortperf.store.connection import DEFAULT_STORE, STORE_ENV, resolve_store
+    from pytest_ortperf.store.secrets import redact_url
 
     explicit = args.store is not None and bool(args.store.strip())
     from_env = not explicit and bool(os.environ.get(STORE_ENV, "").strip())
@@ -257,7 +258,7 @@ def _store(args: argparse.Namespace) -> str:
 
 
 def cmd_history(args: argparse.Namespace) -> int:
-    from pytest_ortperf.store.db import read_results
+    from pytest_ortperf.store.read import read_results
 
     frame = read_results(
         _store(args),
@@ -356,7 +357,7 @@ def cmd_changes(args: argparse.Namespace) -> int:
     from pytest_ortperf.files import write_atomic
     from pytest_ortperf.gating.changes import MIN_CHANGE
     from pytest_ortperf.gating.history_changes import history_changes
-    from pytest_ortperf.store.db import list_runs
+    from pytest_ortperf.store.read import list_runs
 
     min_change = MIN_CHANGE if args.min_change is None else args.min_change
     store = _store(args)
@@ -443,7 +444,7 @@ def _change_json(c: Any) -> dict[str, Any]:
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
-    from pytest_ortperf.store.db import list_runs
+    from pytest_ortperf.store.read import list_runs
 
     frame = list_runs(_store(args))
     if frame.empty:
@@ -566,13 +567,8 @@ def _change_cells(verdict: Verdict | str, a: dict[str, Any], b: dict[str, Any]) 
 
 def cmd_compare(args: argparse.Namespace) -> int:
     from pytest_ortperf.gating.history_baseline import judge_runs
-    from pytest_ortperf.store.db import (
-        StoreError,
-        interrupted_runs,
-        list_runs,
-        read_results,
-        resolve_run_id,
-    )
+    from pytest_ortperf.store.errors import StoreError
+    from pytest_ortperf.store.read import interrupted_runs, list_runs, read_results, resolve_run_id
 
     store = _store(args)
     include = args.include_interrupted
@@ -669,7 +665,7 @@ def _flatten(frame: pd.DataFrame) -> pd.DataFrame:
 
 def cmd_export(args: argparse.Namespace) -> int:
     from pytest_ortperf.files import replacing, write_atomic
-    from pytest_ortperf.store.db import read_results
+    from pytest_ortperf.store.read import read_results
 
     if args.format == "parquet":
         if not any(importlib.util.find_spec(m) for m in ("pyarrow", "fastparquet")):
@@ -704,7 +700,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_machines(args: argparse.Namespace) -> int:
-    from pytest_ortperf.store.db import list_runs
+    from pytest_ortperf.store.read import list_runs
     from pytest_ortperf.text import machine_label
 
     frame = list_runs(_store(args))
@@ -771,7 +767,7 @@ def cmd_sync(args: argparse.Namespace) -> int:
 
 
 def cmd_prune(args: argparse.Namespace) -> int:
-    from pytest_ortperf.store.db import prune
+    from pytest_ortperf.store.write import prune
 
     n_runs, n_meas = prune(_store(args), args.keep)
     print(f"removed {n_runs} runs ({n_meas} measurements); kept the newest {args.keep}")
@@ -1712,7 +1708,9 @@ def _quiet_stdout() -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``ortperf`` command; returns the exit status (:data:`EXIT_STATUS`)."""
-    from pytest_ortperf.store.db import StoreError, redact_url, resolve_store
+    from pytest_ortperf.store.connection import resolve_store
+    from pytest_ortperf.store.errors import StoreError
+    from pytest_ortperf.store.secrets import redact_url
 
     parser = build_parser()
     try:

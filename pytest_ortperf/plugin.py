@@ -211,7 +211,9 @@ def _resolve_history(settings: OrtperfConfig, config: pytest.Config) -> OrtperfC
     prefix names (a usage error when the store has none or several)."""
     if not settings.enabled or settings.baseline != "history":
         return settings
-    from pytest_ortperf.store.db import StoreError, redact_url, resolve_store
+    from pytest_ortperf.store.connection import resolve_store
+    from pytest_ortperf.store.errors import StoreError
+    from pytest_ortperf.store.secrets import redact_url
 
     target = resolve_store(settings.store, config.rootpath)
     if target is None:
@@ -322,7 +324,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 def _masked(state: OrtperfState, note: str) -> str:
     """``note`` with the store's credentials (and any URL password) masked."""
-    from pytest_ortperf.store.db import redact_url
+    from pytest_ortperf.store.secrets import redact_url
 
     try:
         target = state.store_target()

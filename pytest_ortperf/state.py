@@ -56,7 +56,8 @@ def history(state: OrtperfState) -> Callable[[Mapping[str, Any]], list[float] | 
         store = state.store_target()
         if store is None:
             return None
-        from pytest_ortperf.store.db import StoreError, run_medians
+        from pytest_ortperf.store.errors import StoreError
+        from pytest_ortperf.store.history import run_medians
 
         env = environment()
         session = record.get("session") or {}
@@ -168,7 +169,7 @@ class OrtperfState:
 
     def store_target(self) -> str | None:
         """Where results go (None: storing disabled)."""
-        from pytest_ortperf.store.db import resolve_store
+        from pytest_ortperf.store.connection import resolve_store
 
         return resolve_store(self.settings.store, self.rootpath)
 
@@ -182,7 +183,8 @@ class OrtperfState:
         test outcomes and the exit status stay as they are (the store is history)."""
         if not self.settings.enabled:
             return
-        from pytest_ortperf.store.db import StoreError, redact_url
+        from pytest_ortperf.store.errors import StoreError
+        from pytest_ortperf.store.secrets import redact_url
 
         target: str | None = None
         run = None
@@ -223,7 +225,8 @@ class OrtperfState:
 
     def _spooled_run(self, config: pytest.Config, target: str, *, interrupted: bool) -> Any:
         from pytest_ortperf.machine import git_info
-        from pytest_ortperf.store.db import redact_url, store_label
+        from pytest_ortperf.store.connection import store_label
+        from pytest_ortperf.store.secrets import redact_url
         from pytest_ortperf.store.spool import SpooledRun
 
         command_line = " ".join(["pytest", *config.invocation_params.args])
@@ -252,7 +255,7 @@ class OrtperfState:
 
     def _sync_spool(self, target: str) -> None:
         """Write the runs spooled earlier for ``target``; a note says what was done."""
-        from pytest_ortperf.store.db import redact_url
+        from pytest_ortperf.store.secrets import redact_url
         from pytest_ortperf.store.spool import SpoolError, sync
 
         try:

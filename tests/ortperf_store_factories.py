@@ -17,7 +17,7 @@ from pytest_ortperf.results import (
     Record,
     SessionInfo,
 )
-from pytest_ortperf.store import db as store
+from pytest_ortperf.store.write import save_run
 
 SESSION = SessionInfo(
     model="model.onnx",
@@ -116,7 +116,7 @@ def save(
     env: Mapping[str, Any] = ENV,
     profiles: Mapping[tuple[str, str], Any] | None = None,
 ) -> int:
-    return store.save_run(
+    return save_run(
         path,
         started=started,
         finished=started + 5.0,

@@ -23,7 +23,9 @@ from pytest_ortperf.gating.changes import (
 )
 from pytest_ortperf.gating.history_changes import history_changes
 from pytest_ortperf.results import Record
-from pytest_ortperf.store import db as store
+from pytest_ortperf.store.errors import StoreError
+from pytest_ortperf.store.read import read_results
+from pytest_ortperf.store.write import save_run
 from pytest_ortperf.text import machine_label
 
 T0 = 1_700_000_000.0
@@ -224,7 +226,7 @@ def save_history(
         if compare_ratio is not None:
             records.append(comparison(test.replace("lat", "cmp"), ratio=compare_ratio * value))
         ids.append(
-            store.save_run(
+            save_run(
                 path,
                 started=start + 60 * i,
                 finished=start + 60 * i + 5,
@@ -250,7 +252,7 @@ def db(tmp_path: Path) -> Path:
 
 
 def fingerprint(path: Path, cpu: str) -> str:
-    frame = store.read_results(path)
+    frame = read_results(path)
     return str(frame[frame["cpu_model"] == cpu]["fingerprint"].iloc[0])
 
 
@@ -316,11 +318,11 @@ def test_branch_filter_keeps_one_branch(tmp_path: Path) -> None:
 
 def test_smoke_runs_give_nothing(tmp_path: Path) -> None:
     path = tmp_path / "r.sqlite"
-    with pytest.raises(store.StoreError, match="no results store here"):
+    with pytest.raises(StoreError, match="no results store here"):
         history_changes(str(path))
     for i in range(12):
         smoke = latency("tests/test_m.py::test_lat", median=(1.0 if i < 6 else 2.0) * 1e-3)
-        store.save_run(
+        save_run(
             path,
             started=T0 + i,
             finished=T0 + i + 1,

@@ -24,7 +24,7 @@ from ortperf_store_factories import (
 
 from pytest_ortperf.cli import main
 from pytest_ortperf.results import Record
-from pytest_ortperf.store import db as store
+from pytest_ortperf.store.read import read_results
 
 T0 = 1_700_000_000.0
 
@@ -186,7 +186,7 @@ def test_compare_noisy_change_is_inconclusive(
         [measured_comparison("t::c", noisy(1.0, 20)), latency("t::l", samples=noisy(1e-3, 20))],
         [measured_comparison("t::c", noisy(1.1, 20)), latency("t::l", samples=noisy(1.1e-3, 20))],
     )
-    frame = store.read_results(path)
+    frame = read_results(path)
     ratio_a, ratio_b = frame[frame["kind"] == "compare"]["ratio"]
     median_a, median_b = frame[frame["kind"] == "latency"]["median"]
     assert ratio_b / ratio_a - 1 > 0.05  # the old median rule: REGRESSED, exit 1
@@ -233,7 +233,7 @@ def test_compare_recomputes_block_ratios_from_samples(
             sa.text("UPDATE measurements SET extra = json_remove(extra, '$.block_ratios')")
         )
     engine.dispose()
-    assert "block_ratios" not in store.read_results(path)["extra"][1]
+    assert "block_ratios" not in read_results(path)["extra"][1]
     code, out, _ = run(capsys, "compare", "1", "2", "--store", str(path))
     assert code == 1
     assert "+20.0% [+15.9%, +24.2%]" in line_of(out, "t::c::fused")

@@ -9,7 +9,7 @@ import pytest
 from ortperf_store_factories import comparison, latency, save
 
 from pytest_ortperf.cli import cli_spelling, main, shorten_ids
-from pytest_ortperf.store import db as store
+from pytest_ortperf.store.connection import DEFAULT_STORE, STORE_ENV
 
 T0 = 1_700_000_000.0
 
@@ -22,7 +22,7 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
 
 @pytest.fixture
 def no_store_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(store.STORE_ENV, raising=False)
+    monkeypatch.delenv(STORE_ENV, raising=False)
     monkeypatch.delenv("COLUMNS", raising=False)
 
 
@@ -34,7 +34,7 @@ def test_store_found_from_a_subdirectory(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     (tmp_path / "pyproject.toml").write_text("[project]\nname = 'x'\n")
-    db = tmp_path / store.DEFAULT_STORE
+    db = tmp_path / DEFAULT_STORE
     save(db, [latency("tests/test_m.py::test_a")])
     deep = tmp_path / "tests" / "models"
     deep.mkdir(parents=True)
@@ -51,7 +51,7 @@ def test_store_found_from_a_subdirectory(
 def test_the_search_stops_at_the_project_root(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    save(tmp_path / store.DEFAULT_STORE, [latency("t::a")])  # above the project: not used
+    save(tmp_path / DEFAULT_STORE, [latency("t::a")])  # above the project: not used
     project = tmp_path / "project"
     (project / "tests").mkdir(parents=True)
     (project / "pytest.ini").write_text("[pytest]\n")
@@ -69,10 +69,10 @@ def test_nearest_store_wins_and_explicit_choices_are_unchanged(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     (tmp_path / ".git").mkdir()
-    outer = tmp_path / store.DEFAULT_STORE
+    outer = tmp_path / DEFAULT_STORE
     save(outer, [latency("t::outer")])
     sub = tmp_path / "sub"
-    inner = sub / store.DEFAULT_STORE
+    inner = sub / DEFAULT_STORE
     save(inner, [latency("t::inner")])
     monkeypatch.chdir(sub)
     code, out, err = run(capsys, "history")
@@ -83,14 +83,14 @@ def test_nearest_store_wins_and_explicit_choices_are_unchanged(
     code, _, err = run(capsys, "runs", "--store", "nothing.sqlite")
     assert code == 2 and str(sub / "nothing.sqlite") in err
     # $ORTPERF_STORE: as before, and named (passwords masked)
-    monkeypatch.setenv(store.STORE_ENV, str(outer))
+    monkeypatch.setenv(STORE_ENV, str(outer))
     code, out, err = run(capsys, "history")
     assert code == 0 and "t::outer" in out
-    assert err == f"ortperf: using store {outer} (from ${store.STORE_ENV})\n"
-    monkeypatch.setenv(store.STORE_ENV, "nosuchdb://u:hunter22@h/db")
+    assert err == f"ortperf: using store {outer} (from ${STORE_ENV})\n"
+    monkeypatch.setenv(STORE_ENV, "nosuchdb://u:hunter22@h/db")
     code, _, err = run(capsys, "runs")
     assert code == 2 and "hunter22" not in err and "nosuchdb://u:***@h/db" in err
-    monkeypatch.setenv(store.STORE_ENV, "none")
+    monkeypatch.setenv(STORE_ENV, "none")
     code, _, err = run(capsys, "runs")
     assert code == 2 and "storing is disabled" in err
 

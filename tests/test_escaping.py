@@ -24,7 +24,7 @@ from pytest_ortperf.reports.markdown import markdown_summary, md_code, md_line, 
 from pytest_ortperf.reports.terminal import format_table, summary_lines
 from pytest_ortperf.reports.writer import ReportFiles, RunResults, write_reports
 from pytest_ortperf.results import Judgement, Record
-from pytest_ortperf.store import db as store
+from pytest_ortperf.store.write import save_run
 from pytest_ortperf.text import escape_control
 
 IMG = "<img src=x onerror=alert(1)>"
@@ -378,7 +378,7 @@ def hostile_store(tmp_path: Path) -> Path:
     ]
     env = {**ENV, "cpu_model": "CPU\x1b]0;title\x07\nX"}
     for started in (1_700_000_000.0, 1_700_000_060.0):
-        store.save_run(
+        save_run(
             path,
             started=started,
             finished=started + 5.0,

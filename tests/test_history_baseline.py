@@ -22,7 +22,8 @@ from pytest_ortperf.gating.history_baseline import HistoryBaselines, HistoryGate
 from pytest_ortperf.gating.settings import MIN_HISTORY_RUNS, GateSettings, HistorySettings
 from pytest_ortperf.machine import machine_fingerprint
 from pytest_ortperf.results import ColdStartResult, Outcome, Record, Verdict
-from pytest_ortperf.store import db as store
+from pytest_ortperf.store.read import list_runs
+from pytest_ortperf.store.write import save_run
 from pytest_ortperf.units import format_change, format_interval
 
 T0 = 1_700_000_000.0
@@ -62,7 +63,7 @@ def stored(
     branch: str | None = "main",
     interrupted: bool = False,
 ) -> int:
-    return store.save_run(
+    return save_run(
         path, started=at, finished=at + 5.0, command_line="pytest --ortperf",
         git={**GIT, "branch": branch}, environment=env, records=records,
         interrupted=interrupted,
@@ -469,7 +470,7 @@ def test_runs_on_main_become_the_baseline_of_the_next_run(pytester: pytest.Pytes
             assert outcome == "new"
             assert f"not gated: no history baseline yet: {seed} of 5 runs" in message
     result.stdout.fnmatch_lines(["*against the history of branch 'main'*last 10 runs*"])
-    runs = store.list_runs(db)
+    runs = list_runs(db)
     assert list(runs["branch"]) == ["main"] * MIN_HISTORY_RUNS
     settings = json.loads((pytester.path / "out.json").read_text())["settings"]
     assert settings["baseline"] == "history"

@@ -1,5 +1,5 @@
 """Absolute latency judged against earlier runs: the pure rule (gating/history.py), its
-Student's t, and the per-run medians read from a real SQLite store (store.run_medians)."""
+Student's t, and the per-run medians read from a real SQLite store (run_medians)."""
 
 from __future__ import annotations
 
@@ -24,7 +24,10 @@ from pytest_ortperf.gating.history import (
 )
 from pytest_ortperf.results import LatencyResult, Outcome, Verdict
 from pytest_ortperf.stats import regularized_beta, t_cdf, t_quantile, t_sf
-from pytest_ortperf.store import db as store
+from pytest_ortperf.store.errors import StoreError
+from pytest_ortperf.store.history import run_medians
+from pytest_ortperf.store.read import list_runs
+from pytest_ortperf.store.write import save_run
 
 T0 = 1_700_000_000.0
 MS = 1e-3
@@ -307,7 +310,7 @@ def _lat(median: float, **changes: Any) -> LatencyResult:
 
 def _save(db: Path, records: list[Any], i: int, **kw: Any) -> int:
     if kw.pop("interrupted", False):
-        return store.save_run(
+        return save_run(
             db, started=T0 + 60 * i, finished=T0 + 60 * i + 5, command_line="pytest --ortperf",
             git=GIT, environment=kw.get("env", ENV), records=records, interrupted=True,
         )  # fmt: skip
@@ -333,28 +336,26 @@ def history_store(tmp_path: Path) -> Path:
 
 
 def test_run_medians_filters_on_fingerprint_and_session(history_store: Path) -> None:
-    found = store.run_medians(history_store, TEST, "latency", api="run", fingerprint=MATCH)
+    found = run_medians(history_store, TEST, "latency", api="run", fingerprint=MATCH)
     assert found == pytest.approx([1.00 * MS, 1.01 * MS, 1.03 * MS, 0.99 * MS])
     # Fewer keys, more runs: threads/spinning no longer asked for.
     loose = {k: MATCH[k] for k in ("fingerprint", "ort_version")}
-    medians = store.run_medians(history_store, TEST, "latency", api="run", fingerprint=loose)
+    medians = run_medians(history_store, TEST, "latency", api="run", fingerprint=loose)
     assert medians == pytest.approx([v * MS for v in (1.00, 1.01, 6.00, 5.00, 1.03, 0.99)])
     other = {**MATCH, "fingerprint": env.machine_fingerprint(OTHER_ENV)}
-    assert store.run_medians(history_store, TEST, "latency", api="run", fingerprint=other) == [
+    assert run_medians(history_store, TEST, "latency", api="run", fingerprint=other) == [
         pytest.approx(9.00 * MS)
     ]
     old_ort = {**MATCH, "ort_version": "1.31.0"}
-    assert store.run_medians(history_store, TEST, "latency", api="run", fingerprint=old_ort) == [
+    assert run_medians(history_store, TEST, "latency", api="run", fingerprint=old_ort) == [
         pytest.approx(7.00 * MS)
     ]
-    io = store.run_medians(
-        history_store, TEST, "latency", api="run_with_iobinding", fingerprint=MATCH
-    )
+    io = run_medians(history_store, TEST, "latency", api="run_with_iobinding", fingerprint=MATCH)
     assert io == [pytest.approx(4.00 * MS)]
 
 
 def test_run_medians_leaves_out_interrupted_runs(history_store: Path) -> None:
-    everything = store.run_medians(
+    everything = run_medians(
         history_store, TEST, "latency", api="run", fingerprint=lambda view: True
     )
     assert pytest.approx(8.00 * MS) not in everything  # the interrupted run
@@ -363,10 +364,10 @@ def test_run_medians_leaves_out_interrupted_runs(history_store: Path) -> None:
 
 
 def test_run_medians_last_before_and_predicate(history_store: Path) -> None:
-    newest = store.run_medians(history_store, TEST, "latency", api="run", fingerprint=MATCH, last=2)
+    newest = run_medians(history_store, TEST, "latency", api="run", fingerprint=MATCH, last=2)
     assert newest == pytest.approx([1.03 * MS, 0.99 * MS])  # oldest first
-    latest = int(store.list_runs(history_store)["run_id"].max())
-    before = store.run_medians(
+    latest = int(list_runs(history_store)["run_id"].max())
+    before = run_medians(
         history_store, TEST, "latency", api="run", fingerprint=MATCH, before=latest
     )
     assert before == pytest.approx([1.00 * MS, 1.01 * MS, 1.03 * MS])
@@ -376,7 +377,7 @@ def test_run_medians_last_before_and_predicate(history_store: Path) -> None:
         seen.append(dict(view))
         return bool(view["threads"] == 4)
 
-    assert store.run_medians(history_store, TEST, "latency", api="run", fingerprint=predicate) == [
+    assert run_medians(history_store, TEST, "latency", api="run", fingerprint=predicate) == [
         pytest.approx(6.00 * MS)
     ]
     view = seen[0]
@@ -390,29 +391,26 @@ def test_run_medians_last_before_and_predicate(history_store: Path) -> None:
 
 def test_run_medians_unknown_keys_do_not_match(history_store: Path) -> None:
     unknown = {**MATCH, "no_such_key": 1}
-    assert store.run_medians(history_store, TEST, "latency", api="run", fingerprint=unknown) == []
+    assert run_medians(history_store, TEST, "latency", api="run", fingerprint=unknown) == []
     none = {**MATCH, "threads": None}
-    assert store.run_medians(history_store, TEST, "latency", api="run", fingerprint=none) == []
-    assert store.run_medians(history_store, "nope", "latency", api="run", fingerprint=MATCH) == []
-    assert (
-        store.run_medians(history_store, TEST, "latency", api="run", fingerprint=MATCH, last=0)
-        == []
-    )
+    assert run_medians(history_store, TEST, "latency", api="run", fingerprint=none) == []
+    assert run_medians(history_store, "nope", "latency", api="run", fingerprint=MATCH) == []
+    assert run_medians(history_store, TEST, "latency", api="run", fingerprint=MATCH, last=0) == []
 
 
 def test_run_medians_feed_the_rule(history_store: Path) -> None:
-    medians = store.run_medians(history_store, TEST, "latency", api="run", fingerprint=MATCH)
+    medians = run_medians(history_store, TEST, "latency", api="run", fingerprint=MATCH)
     verdict = judge_against_runs(1.5 * MS, medians, threshold=0.05, alpha=0.01)
     assert verdict.outcome is NOT_GATED and "4 of 5 earlier runs" in verdict.message
     _save(history_store, [_lat(1.00)], 12)
-    medians = store.run_medians(history_store, TEST, "latency", api="run", fingerprint=MATCH)
+    medians = run_medians(history_store, TEST, "latency", api="run", fingerprint=MATCH)
     verdict = judge_against_runs(1.5 * MS, medians, threshold=0.05, alpha=0.01)
     assert verdict.outcome is Outcome.REGRESSED and verdict.n == 5
 
 
 def test_run_medians_without_a_store(tmp_path: Path) -> None:
-    with pytest.raises(store.StoreError, match="no results store"):
-        store.run_medians(tmp_path / "none.sqlite", TEST, "latency", api="run", fingerprint=MATCH)
+    with pytest.raises(StoreError, match="no results store"):
+        run_medians(tmp_path / "none.sqlite", TEST, "latency", api="run", fingerprint=MATCH)
 
 
 def test_run_view_carries_the_environment_extra_keys(tmp_path: Path) -> None:
@@ -422,7 +420,7 @@ def test_run_view_carries_the_environment_extra_keys(tmp_path: Path) -> None:
     isa_env = {**ENV, "isa": ["avx2", "fma"], "ort_build": "cpu"}
     _save(db, [_lat(1.0)], 0, env=isa_env)
     _save(db, [_lat(2.0)], 1)
-    with_avx2 = store.run_medians(
+    with_avx2 = run_medians(
         db, TEST, "latency", api="run", fingerprint={**MATCH, "isa": ["avx2", "fma"]}
     )
     assert with_avx2 == [pytest.approx(1.0 * MS)]
@@ -432,5 +430,5 @@ def test_run_view_carries_the_environment_extra_keys(tmp_path: Path) -> None:
         views.append(view)
         return True
 
-    store.run_medians(db, TEST, "latency", api="run", fingerprint=keep)
+    run_medians(db, TEST, "latency", api="run", fingerprint=keep)
     assert [v.get("ort_build") for v in views] == [None, "cpu"]  # newest first

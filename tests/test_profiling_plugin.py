@@ -3,7 +3,7 @@ op shares in baselines and the attribution of a regression."""
 
 import json
 
-from pytest_ortperf.store.db import read_profiles, read_results
+from pytest_ortperf.store.read import read_profiles, read_results
 
 SUITE = """
 from pytest_ortperf import models

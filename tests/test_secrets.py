@@ -1,6 +1,6 @@
 """Credentials of a store URL never show and are never stored (issue 11, item 1).
 
-Unit tests of ``store.redact_url``, then real runs against the suite's PostgreSQL server
+Unit tests of ``redact_url``, then real runs against the suite's PostgreSQL server
 (the ``postgres`` fixture of tests/conftest.py: skipped without ``$ORTPERF_TEST_POSTGRES``,
 failed instead when ``$CI`` is set): the password must be in none of the terminal output,
 the JSON, the HTML report, the Markdown summaries, ``ortperf`` output and the stored rows.
@@ -14,12 +14,16 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 from ortperf_store_factories import ENV, GIT, latency
 from pg_server import URL_ENV, Postgres, free_port
 
 from pytest_ortperf.cli import main as ortperf_cli
-from pytest_ortperf.store import db as store
-from pytest_ortperf.store.db import StoreError, read_results, redact_url, save_run
+from pytest_ortperf.store.connection import STORE_ENV, _label, _url, store_label
+from pytest_ortperf.store.errors import StoreError
+from pytest_ortperf.store.read import list_runs, read_results
+from pytest_ortperf.store.secrets import _read_as_sqlalchemy, _secret_key, redact_url
+from pytest_ortperf.store.write import save_run
 
 # ------------------------------------------------------------------------------ redact_url
 
@@ -113,6 +117,39 @@ def test_redact_url_masks_the_known_secrets_of_a_store_anywhere() -> None:
     )
 
 
+def _sqlalchemy_secrets(text: str) -> set[str]:
+    """The password and secret query values SQLAlchemy reads in ``text``."""
+    try:
+        url = sa.make_url(text)
+    except (sa.exc.SQLAlchemyError, ValueError, TypeError):
+        return set()
+    found = {url.password} if url.password else set()
+    for name, value in url.query.items():
+        if _secret_key(name):
+            found.update([value] if isinstance(value, str) else value)
+    return {str(secret) for secret in found}
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        *(text for text, _ in MASKED),
+        *UNCHANGED,
+        "postgresql://u:p%40ss@h:5432/db?password=a&password=b%2Bc&x=1",
+        "postgresql://u:pw@h:notaport/db?password=hunter22",  # SQLAlchemy refuses it
+        "postgresql://u:pw@[::1]:5432/db?token=t+k",
+        "my-driver://u:pw@h/db",  # a scheme SQLAlchemy does not read
+        "postgresql://u:pa ss@h/db",
+        "postgresql://:only-pw@h/db",
+        "postgresql://u:@h/db?password=",
+    ],
+)
+def test_url_secrets_are_those_sqlalchemy_reads(url: str) -> None:
+    # secrets.py reads URLs with the standard library only: what it finds is what
+    # sqlalchemy.make_url, which the store connects with, would read
+    assert _read_as_sqlalchemy(url.strip()) == _sqlalchemy_secrets(url.strip())
+
+
 AMBIGUOUS = [
     "postgresql+psycopg://ci:Pass@Wd7SecretTail99@127.0.0.1:{port}/perf",
     "postgresql+psycopg://ci:Tr0ub4dor@3x:9Hz5QmPw2K@127.0.0.1:{port}/perf",
@@ -129,10 +166,10 @@ def _no_tail(where: str, text: str) -> None:
 @pytest.mark.parametrize("url", AMBIGUOUS)
 def test_an_ambiguous_store_url_is_refused_saying_to_percent_encode(url: str) -> None:
     url = url.format(port=free_port())
-    assert store.store_label(url).startswith("postgresql+psycopg://ci:***@")
-    _no_tail("the label", store.store_label(url))
+    assert store_label(url).startswith("postgresql+psycopg://ci:***@")
+    _no_tail("the label", store_label(url))
     with pytest.raises(StoreError) as caught:
-        store.list_runs(url)
+        list_runs(url)
     message = str(caught.value)
     assert "unencoded '@'" in message and "percent-encode it as %40" in message
     _no_tail("the error", message)
@@ -146,7 +183,7 @@ def test_an_ambiguous_store_url_never_loses_the_run_nor_shows_the_password(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    monkeypatch.delenv(store.STORE_ENV, raising=False)
+    monkeypatch.delenv(STORE_ENV, raising=False)
     url = url.format(port=free_port())
     result, files = _measured_run(pytester, monkeypatch, f"--ortperf-store={url}")
     assert result.ret == 0
@@ -159,7 +196,7 @@ def test_an_ambiguous_store_url_never_loses_the_run_nor_shows_the_password(
     for where, text in files.items():
         _no_tail(where, text)
     capsys.readouterr()
-    monkeypatch.setenv(store.STORE_ENV, url)  # `ortperf sync`'s "using store" line too
+    monkeypatch.setenv(STORE_ENV, url)  # `ortperf sync`'s "using store" line too
     monkeypatch.chdir(pytester.path)
     assert ortperf_cli(["sync"]) == 2
     captured = capsys.readouterr()
@@ -170,8 +207,8 @@ def test_an_ambiguous_store_url_never_loses_the_run_nor_shows_the_password(
 
 
 def test_store_label_hides_query_passwords() -> None:
-    url = store._url("postgresql://u@h/db?password=hunter22&sslmode=require")
-    assert store._label(url) == "postgresql://u@h/db?password=***&sslmode=require"
+    url = _url("postgresql://u@h/db?password=hunter22&sslmode=require")
+    assert _label(url) == "postgresql://u@h/db?password=***&sslmode=require"
 
 
 def test_store_errors_never_show_the_password() -> None:
@@ -216,7 +253,7 @@ def test_the_stored_command_line_is_masked(tmp_path: Path) -> None:
     with sqlite3.connect(db) as conn:
         conn.execute("UPDATE runs SET command_line = ?", (line,))
     assert set(read_results(db)["command_line"]) == {stored}
-    assert set(store.list_runs(db)["command_line"]) == {stored}
+    assert set(list_runs(db)["command_line"]) == {stored}
 
 
 # ------------------------------------------------------------------------------ PostgreSQL
@@ -309,9 +346,9 @@ def test_a_stored_run_never_shows_the_password(
     dbname = postgres.new_database()
     url = postgres.url(dbname, query="?password=" in form)
     shown = postgres.url(dbname, query="?password=" in form, masked=True)
-    monkeypatch.delenv(store.STORE_ENV, raising=False)
+    monkeypatch.delenv(STORE_ENV, raising=False)
     if form.startswith("$"):
-        monkeypatch.setenv(store.STORE_ENV, url)
+        monkeypatch.setenv(STORE_ENV, url)
         args: tuple[str, ...] = ()
     elif "=URL" in form:
         args = (f"--ortperf-store={url}",)
@@ -362,7 +399,7 @@ def test_a_failing_store_never_shows_the_password(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    monkeypatch.delenv(store.STORE_ENV, raising=False)
+    monkeypatch.delenv(STORE_ENV, raising=False)
     if "unreachable" in case:
         server = Postgres(free_port())
     url, shown = (

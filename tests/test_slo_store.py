@@ -12,7 +12,8 @@ from ortperf_store_factories import ENV, latency
 from pytest_ortperf.gating.history_changes import BUDGET_KIND, history_changes
 from pytest_ortperf.gating.slo import Budget, judge
 from pytest_ortperf.results import PerCallResult, Record
-from pytest_ortperf.store import db as store
+from pytest_ortperf.store.read import load_records
+from pytest_ortperf.store.write import save_run
 
 T0 = 1_700_000_000.0
 TEST = "tests/test_m.py::test_tail"
@@ -29,7 +30,7 @@ def per_call(p99_ms: float) -> PerCallResult:
 
 
 def save(path: Path, i: int, records: list[Record]) -> int:
-    return store.save_run(
+    return save_run(
         path,
         started=T0 + 60 * i,
         finished=T0 + 60 * i + 5,
@@ -48,7 +49,7 @@ def test_verdicts_round_trip_as_plain_json(tmp_path: Path) -> None:
     json.dumps([lat.to_dict(), tail.to_dict()], allow_nan=False)  # no NaN, no Infinity
     path = tmp_path / "results.sqlite"
     run_id = save(path, 0, [lat, tail])
-    loaded = {r.name: r for r in store.load_records(path, run_id)}
+    loaded = {r.name: r for r in load_records(path, run_id)}
     assert [v.message for v in loaded[lat.name].slo] == [violated.message]  # type: ignore[union-attr]
     assert loaded["tail"].slo == tail.slo  # type: ignore[union-attr]
 

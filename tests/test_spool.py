@@ -13,8 +13,10 @@ import pytest
 from ortperf_store_factories import ENV, GIT, OTHER_ENV, comparison, latency, memory, save
 
 from pytest_ortperf.cli import main as ortperf_cli
-from pytest_ortperf.store import db as store
 from pytest_ortperf.store import spool
+from pytest_ortperf.store.connection import STORE_ENV, store_label
+from pytest_ortperf.store.read import read_profiles, read_results
+from pytest_ortperf.store.write import _environment_row
 
 SUITE = """
 from pytest_ortperf import models
@@ -45,7 +47,7 @@ def _run(
 
 
 def test_a_spooled_run_round_trips_through_its_file(tmp_path: Path) -> None:
-    run = _run(store.store_label(tmp_path / "db.sqlite"), 0)
+    run = _run(store_label(tmp_path / "db.sqlite"), 0)
     path = spool.spool_run(tmp_path / "spool", run)
     assert path == tmp_path / "spool" / "run-u-1.json"
     assert spool.load(path) == run
@@ -55,19 +57,19 @@ def test_a_spooled_run_round_trips_through_its_file(tmp_path: Path) -> None:
 def test_sync_writes_each_run_once_and_removes_its_file(tmp_path: Path) -> None:
     db = tmp_path / "db.sqlite"
     directory = tmp_path / "spool"
-    label = store.store_label(db)
+    label = store_label(db)
     for i, uid in enumerate(["u-1", "u-2"]):
         spool.spool_run(directory, _run(label, i, uid=uid))
     done = spool.sync(db, directory)
     assert [run_id for _, run_id in done.written] == [1, 2]
     assert done.error is None and not done.other_store and not done.damaged
     assert spool.pending(directory) == []
-    assert len(store.read_results(db)) == 6
-    assert len(store.read_profiles(db)) == 2
+    assert len(read_results(db)) == 6
+    assert len(read_profiles(db)) == 2
 
     spool.spool_run(directory, _run(label, 0, uid="u-1"))  # again: a sync killed mid-way
     assert [run_id for _, run_id in spool.sync(db, directory).written] == [1]
-    assert len(store.read_results(db)) == 6
+    assert len(read_results(db)) == 6
 
 
 def test_sync_leaves_runs_meant_for_another_store_unless_asked(tmp_path: Path) -> None:
@@ -100,7 +102,7 @@ def test_a_damaged_spool_file_is_named_with_its_line_and_set_aside(tmp_path: Pat
 def test_a_run_the_store_refuses_is_spooled_and_written_by_the_next_run(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.delenv(store.STORE_ENV, raising=False)
+    monkeypatch.delenv(STORE_ENV, raising=False)
     monkeypatch.delenv(spool.SPOOL_ENV, raising=False)
     pytester.makepyfile(test_perf=SUITE)
     target = pytester.path / "results.sqlite"
@@ -120,14 +122,14 @@ def test_a_run_the_store_refuses_is_spooled_and_written_by_the_next_run(
         ]
     )
     assert not spooled.exists()
-    frame = store.read_results(target)
+    frame = read_results(target)
     assert len(frame) == 2 and frame["run_id"].nunique() == 2
 
 
 def test_a_spool_that_cannot_be_written_is_said_too(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.delenv(store.STORE_ENV, raising=False)
+    monkeypatch.delenv(STORE_ENV, raising=False)
     pytester.makepyfile(test_perf=SUITE)
     (pytester.path / "blocked").write_text("a file where the spool directory belongs")
     monkeypatch.setenv(spool.SPOOL_ENV, str(pytester.path / "blocked"))
@@ -144,7 +146,7 @@ def test_ortperf_sync(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
     args = ["sync", "--store", str(db), "--spool", str(directory)]
     assert ortperf_cli(args) == 0
     assert "nothing to sync: no spooled runs in" in capsys.readouterr().out
-    spool.spool_run(directory, _run(store.store_label(db), 0))
+    spool.spool_run(directory, _run(store_label(db), 0))
     assert ortperf_cli(args) == 0
     out = capsys.readouterr().out
     assert "run-u-1.json: stored as run 1" in out and "1 spooled run written" in out
@@ -170,8 +172,8 @@ def test_ortperf_machines_lists_machine_classes(
     _fleet(db)
     assert ortperf_cli(["machines", "--store", str(db)]) == 0
     out = capsys.readouterr().out
-    this = store._environment_row(ENV)["fingerprint"]
-    other = store._environment_row(OTHER_ENV)["fingerprint"]
+    this = _environment_row(ENV)["fingerprint"]
+    other = _environment_row(OTHER_ENV)["fingerprint"]
     lines = out.splitlines()
     assert lines[0].split() == ["machine", "class", "runs", "branches", "first", "seen",
                                 "last", "seen", "last", "commit"]  # fmt: skip
@@ -184,7 +186,7 @@ def test_ortperf_history_by_machine_and_branch(
 ) -> None:
     db = tmp_path / "db.sqlite"
     _fleet(db)
-    this = store._environment_row(ENV)["fingerprint"]
+    this = _environment_row(ENV)["fingerprint"]
     assert ortperf_cli(["history", "--store", str(db), "--machine", this[:4]]) == 0
     out = capsys.readouterr().out
     assert "1.00 ms" in out and "1.10 ms" in out and "2.00 ms" not in out

@@ -20,8 +20,10 @@ import sqlalchemy as sa
 from ortperf_store_factories import ENV, GIT, latency
 
 from pytest_ortperf.cli import main as ortperf_cli
-from pytest_ortperf.store import db as store
 from pytest_ortperf.store import spool
+from pytest_ortperf.store.connection import same_store, store_label
+from pytest_ortperf.store.errors import UnstorableRun
+from pytest_ortperf.store.read import list_runs, read_results
 
 ORTPERF = str(Path(sys.executable).with_name("ortperf"))
 SUITE_ENV = {k: v for k, v in os.environ.items() if not k.startswith("ORTPERF_")}
@@ -79,7 +81,7 @@ def _stored_uids(target: str) -> list[str]:
 
 def test_an_unstorable_run_is_set_aside_and_the_rest_written(target: str, tmp_path: Path) -> None:
     directory = tmp_path / "spool"
-    label = store.store_label(target)
+    label = store_label(target)
     _spool(directory, _run(label, 0, name="nul\x00name"), 0)  # PostgreSQL refuses NUL
     _spool(directory, _run(label, 1, git={**GIT, "branch": "b" * 300}), 1)  # varchar(255)
     _spool(directory, _run(label, 2), 2)
@@ -87,9 +89,9 @@ def test_an_unstorable_run_is_set_aside_and_the_rest_written(target: str, tmp_pa
     assert done.error is None and done.damaged == []
     assert len(done.written) == 3 and spool.pending(directory) == []
     # one rule on both backends: NUL reads as U+FFFD, a text is cut to its column
-    frame = store.read_results(target)
+    frame = read_results(target)
     assert set(frame["name"]) == {"nul\ufffdname", "latency"}
-    runs = store.list_runs(target)
+    runs = list_runs(target)
     assert sorted(len(str(b)) for b in runs["branch"]) == [4, 4, 255]
 
 
@@ -97,7 +99,7 @@ def test_a_hand_edited_uid_is_set_aside_named_and_the_rest_written(
     target: str, tmp_path: Path
 ) -> None:
     directory = tmp_path / "spool"
-    label = store.store_label(target)
+    label = store_label(target)
     bad = _spool(directory, _run(label, 0), 0)
     data = json.loads(bad.read_text())
     data["uid"] = "x" * 80
@@ -110,7 +112,7 @@ def test_a_hand_edited_uid_is_set_aside_named_and_the_rest_written(
     assert path == bad and "uid 'xxxx" in why and "set aside as" in why
     assert (directory / spool.SET_ASIDE / bad.name).is_file()
     # the store's own check: such a uid is refused, named, whoever writes it
-    with pytest.raises(store.UnstorableRun, match="cannot store a run with uid"):
+    with pytest.raises(UnstorableRun, match="cannot store a run with uid"):
         _run(label, 2, uid="y" * 80).save(target)
 
 
@@ -134,7 +136,7 @@ def test_hostile_spool_files_are_named_and_set_aside_without_a_hang(tmp_path: Pa
     directory = tmp_path / "spool"
     db = tmp_path / "results.sqlite"
     hostile = _hostile(directory)
-    _spool(directory, _run(store.store_label(db), 200), 200)
+    _spool(directory, _run(store_label(db), 200), 200)
     done = spool.sync(db, directory)
     assert len(done.written) == 1 and done.error is None
     why = dict(done.damaged)
@@ -163,7 +165,7 @@ def test_ortperf_sync_acceptance(target: str, tmp_path: Path) -> None:
     """The issue's acceptance: 50 good runs among one unstorable, one non-UTF-8, one
     deep-nested and one FIFO file: 50 written, 4 named and set aside, exit 2, no hang."""
     directory = tmp_path / "spool"
-    label = store.store_label(target)
+    label = store_label(target)
     *bad, zero = _hostile(directory)
     zero.unlink()  # the issue's four: one unstorable, one non-UTF-8, one deep, one FIFO
     unstorable = _spool(directory, _run(label, 0, uid="will-be-edited"), 0)
@@ -200,8 +202,8 @@ def test_a_store_through_a_symlinked_path_is_the_same_store(tmp_path: Path) -> N
     link = tmp_path / "link"
     link.symlink_to(real)
     directory = tmp_path / "spool"
-    spool.spool_run(directory, _run(store.store_label(link / "db.sqlite"), 0))
-    assert store.same_store(str(link / "db.sqlite"), f"sqlite:///{real / 'db.sqlite'}")
+    spool.spool_run(directory, _run(store_label(link / "db.sqlite"), 0))
+    assert same_store(str(link / "db.sqlite"), f"sqlite:///{real / 'db.sqlite'}")
     done = spool.sync(real / "db.sqlite", directory)
     assert len(done.written) == 1 and done.other_store == []
 
@@ -218,7 +220,7 @@ print(len(done.written), len(done.damaged), done.error)
 def test_two_syncs_at_once_write_and_count_each_run_once(tmp_path: Path) -> None:
     directory = tmp_path / "spool"
     db = tmp_path / "results.sqlite"
-    label = store.store_label(db)
+    label = store_label(db)
     for i in range(60):
         _spool(directory, _run(label, i), i)
     procs = [
@@ -243,7 +245,7 @@ def test_two_syncs_at_once_write_and_count_each_run_once(tmp_path: Path) -> None
 def test_a_claim_left_by_a_killed_sync_is_taken_over(tmp_path: Path) -> None:
     directory = tmp_path / "spool"
     db = tmp_path / "results.sqlite"
-    path = spool.spool_run(directory, _run(store.store_label(db), 0))
+    path = spool.spool_run(directory, _run(store_label(db), 0))
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
                           capture_output=True, text=True, check=True)  # fmt: skip
     path.rename(path.with_name(f"{path.name}.claimed-{dead.stdout.strip()}"))

@@ -26,7 +26,17 @@ from ortperf_store_factories import (
 
 from pytest_ortperf import machine as env
 from pytest_ortperf.results import LatencyResult, MemoryResult, Record, record_from_dict
-from pytest_ortperf.store import db as store
+from pytest_ortperf.store.connection import DEFAULT_STORE, resolve_store
+from pytest_ortperf.store.errors import StoreError
+from pytest_ortperf.store.read import (
+    list_runs,
+    load_records,
+    read_profiles,
+    read_results,
+    resolve_run_id,
+)
+from pytest_ortperf.store.schema import MIGRATIONS, SCHEMA_VERSION
+from pytest_ortperf.store.write import prune
 
 T0 = 1_700_000_000.0
 
@@ -40,15 +50,15 @@ def db(tmp_path: Path) -> Path:
 
 
 def test_resolve_store(tmp_path: Path) -> None:
-    assert store.resolve_store(None, tmp_path) == str(tmp_path / ".ortperf/results.sqlite")
-    assert store.resolve_store("", tmp_path) == str(tmp_path / ".ortperf/results.sqlite")
-    assert store.resolve_store("none", tmp_path) is None
-    assert store.resolve_store("NONE", tmp_path) is None
-    assert store.resolve_store("out/r.db", tmp_path) == str(tmp_path / "out/r.db")
-    assert store.resolve_store("/abs/r.db", tmp_path) == "/abs/r.db"
+    assert resolve_store(None, tmp_path) == str(tmp_path / ".ortperf/results.sqlite")
+    assert resolve_store("", tmp_path) == str(tmp_path / ".ortperf/results.sqlite")
+    assert resolve_store("none", tmp_path) is None
+    assert resolve_store("NONE", tmp_path) is None
+    assert resolve_store("out/r.db", tmp_path) == str(tmp_path / "out/r.db")
+    assert resolve_store("/abs/r.db", tmp_path) == "/abs/r.db"
     url = "postgresql://user:pw@host/db"
-    assert store.resolve_store(url, tmp_path) == url
-    assert store.resolve_store("sqlite:///x.db", tmp_path) == "sqlite:///x.db"
+    assert resolve_store(url, tmp_path) == url
+    assert resolve_store("sqlite:///x.db", tmp_path) == "sqlite:///x.db"
 
 
 # -- round trip and queries -----------------------------------------------------------------
@@ -60,9 +70,9 @@ def test_round_trip(db: Path) -> None:
     run_id = save(db, records)
     assert run_id == 1
     assert db.is_file()
-    assert store.load_records(db, run_id) == records
+    assert load_records(db, run_id) == records
 
-    frame = store.read_results(db, samples=True)
+    frame = read_results(db, samples=True)
     assert list(frame["test"]) == ["tests/test_a.py::test_one", "tests/test_a.py::test_two"]
     assert list(frame["kind"]) == ["latency", "compare"]
     one, two = frame.to_dict("records")
@@ -89,8 +99,8 @@ def test_memory_records_round_trip(db: Path) -> None:
         memory("t::m", name="second"),
     ]
     run_id = save(db, records)
-    assert store.load_records(db, run_id) == records
-    row = store.read_results(db).to_dict("records")[0]
+    assert load_records(db, run_id) == records
+    row = read_results(db).to_dict("records")[0]
     assert row["kind"] == "memory"
     assert pd.isna(row["median"])
     assert row["extra"] == {
@@ -110,11 +120,11 @@ def test_records_come_back_through_from_dict(db: Path) -> None:
         latency("t::l", samples=noisy(2e-3, 7)),
     ]
     run_id = save(db, records)
-    loaded = store.load_records(db, run_id)
+    loaded = load_records(db, run_id)
     assert loaded == records
     assert loaded == [record_from_dict(r.to_dict()) for r in records]
     assert [r.to_dict() for r in loaded] == [r.to_dict() for r in records]
-    extra = store.read_results(db)["extra"][0]
+    extra = read_results(db)["extra"][0]
     arm = records[0].to_dict()["candidate"]
     assert extra["candidate"] == {k: arm[k] for k in arm.keys() - {"kind", "samples", "summary"}}
 
@@ -123,13 +133,13 @@ def test_load_records_skips_unknown_kinds(db: Path) -> None:
     run_id = save(db, [latency("t::a"), memory("t::m"), latency("t::b")])
     with sqlite3.connect(db) as conn:
         conn.execute("UPDATE measurements SET kind = 'energy' WHERE test = 't::m'")
-    assert [r.test for r in store.load_records(db, run_id)] == ["t::a", "t::b"]
+    assert [r.test for r in load_records(db, run_id)] == ["t::a", "t::b"]
 
 
 def test_url_form_and_wal(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'sub' / 'r.db'}"
     save(url, [latency("t::a")])
-    assert len(store.read_results(url)) == 1
+    assert len(read_results(url)) == 1
     with sqlite3.connect(tmp_path / "sub" / "r.db") as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
@@ -141,7 +151,7 @@ def test_two_runs_and_filters(db: Path) -> None:
         [latency("tests/test_a.py::test_x", median=2e-3), comparison("tests/test_c.py::t_%")],
         started=T0 + 3600,
     )
-    frame = store.read_results(db)
+    frame = read_results(db)
     assert list(frame["run_id"]) == [1, 1, 2, 2]
     assert list(frame["test"]) == [
         "tests/test_a.py::test_x",
@@ -149,18 +159,18 @@ def test_two_runs_and_filters(db: Path) -> None:
         "tests/test_a.py::test_x",
         "tests/test_c.py::t_%",
     ]
-    assert list(store.read_results(db, test="test_a")["run_id"]) == [1, 2]
-    assert list(store.read_results(db, test="t_%")["run_id"]) == [2]  # wildcards are literal
-    assert list(store.read_results(db, name="fused")["test"]) == ["tests/test_c.py::t_%"]
-    assert len(store.read_results(db, since=2)) == 2
-    assert len(store.read_results(db, since="2")) == 2
-    assert len(store.read_results(db, run=1)) == 2
+    assert list(read_results(db, test="test_a")["run_id"]) == [1, 2]
+    assert list(read_results(db, test="t_%")["run_id"]) == [2]  # wildcards are literal
+    assert list(read_results(db, name="fused")["test"]) == ["tests/test_c.py::t_%"]
+    assert len(read_results(db, since=2)) == 2
+    assert len(read_results(db, since="2")) == 2
+    assert len(read_results(db, run=1)) == 2
     after = datetime.fromtimestamp(T0 + 1800, tz=timezone.utc)
-    assert list(store.read_results(db, since=after)["run_id"]) == [2, 2]
-    assert list(store.read_results(db, since=after.isoformat())["run_id"]) == [2, 2]
-    assert store.read_results(db, test="nothing-like-this").empty
+    assert list(read_results(db, since=after)["run_id"]) == [2, 2]
+    assert list(read_results(db, since=after.isoformat())["run_id"]) == [2, 2]
+    assert read_results(db, test="nothing-like-this").empty
     with pytest.raises(ValueError, match="since"):
-        store.read_results(db, since="yesterday")
+        read_results(db, since="yesterday")
 
 
 def test_environment_rows_deduplicated(db: Path) -> None:
@@ -171,15 +181,15 @@ def test_environment_rows_deduplicated(db: Path) -> None:
     with engine.connect() as conn:
         assert conn.execute(sa.text("select count(*) from environments")).scalar() == 2
     engine.dispose()
-    runs = store.list_runs(db)
+    runs = list_runs(db)
     assert list(runs["measurements"]) == [1, 1, 1]
     assert list(runs["ort_version"]) == ["1.32.0", "1.32.0", "1.33.0"]
 
 
 def test_empty_run_is_stored(db: Path) -> None:
     assert save(db, []) == 1
-    assert len(store.list_runs(db)) == 1
-    assert store.read_results(db).empty
+    assert len(list_runs(db)) == 1
+    assert read_results(db).empty
 
 
 def test_profiles(db: Path) -> None:
@@ -194,7 +204,7 @@ def test_profiles(db: Path) -> None:
             ("t::missing", "x"): [{"op_type": "Relu", "total_us": 1.0}],
         },
     )
-    prof = store.read_profiles(db, run_id=run_id)
+    prof = read_profiles(db, run_id=run_id)
     assert list(prof["test"]) == ["t::a", "t::a", "t::b", "t::b"]
     assert list(prof["op_type"]) == ["MatMul", "Add", "MatMul", "Add"]
     assert list(prof["share"]) == [0.75, 0.25, 0.75, 0.25]
@@ -208,27 +218,27 @@ def test_prune(db: Path) -> None:
             started=T0 + i,
             profiles={(f"t::{i}", "fused"): [{"op_type": "Add", "total_us": 1.0}]},
         )
-    assert store.prune(db, 2) == (3, 6)
-    assert list(store.list_runs(db)["run_id"]) == [4, 5]
-    assert set(store.read_results(db)["test"]) == {"t::3", "t::4"}
-    assert len(store.read_profiles(db)) == 2
-    assert store.prune(db, 2) == (0, 0)
-    assert store.prune(db, 0) == (2, 4)
-    assert store.list_runs(db).empty
+    assert prune(db, 2) == (3, 6)
+    assert list(list_runs(db)["run_id"]) == [4, 5]
+    assert set(read_results(db)["test"]) == {"t::3", "t::4"}
+    assert len(read_profiles(db)) == 2
+    assert prune(db, 2) == (0, 0)
+    assert prune(db, 0) == (2, 4)
+    assert list_runs(db).empty
 
 
 def test_resolve_run_id(db: Path) -> None:
     for i in range(3):
         save(db, [latency("t::a")], started=T0 + i)
-    assert store.resolve_run_id(db, "latest") == 3
-    assert store.resolve_run_id(db, "latest~2") == 1
-    assert store.resolve_run_id(db, 2) == 2
-    with pytest.raises(store.StoreError, match="no run with id 9"):
-        store.resolve_run_id(db, "9")
-    with pytest.raises(store.StoreError, match="fewer runs"):
-        store.resolve_run_id(db, "latest~3")
-    with pytest.raises(store.StoreError, match="bad run"):
-        store.resolve_run_id(db, "yesterday")
+    assert resolve_run_id(db, "latest") == 3
+    assert resolve_run_id(db, "latest~2") == 1
+    assert resolve_run_id(db, 2) == 2
+    with pytest.raises(StoreError, match="no run with id 9"):
+        resolve_run_id(db, "9")
+    with pytest.raises(StoreError, match="fewer runs"):
+        resolve_run_id(db, "latest~3")
+    with pytest.raises(StoreError, match="bad run"):
+        resolve_run_id(db, "yesterday")
 
 
 # -- errors ---------------------------------------------------------------------------------
@@ -236,11 +246,11 @@ def test_resolve_run_id(db: Path) -> None:
 
 def test_corrupt_file(db: Path) -> None:
     db.write_bytes(b"this is not a database, just some text " * 200)
-    with pytest.raises(store.StoreError, match="not a readable SQLite database") as info:
+    with pytest.raises(StoreError, match="not a readable SQLite database") as info:
         save(db, [latency("t::a")])
     assert str(db) in str(info.value)
-    with pytest.raises(store.StoreError, match="not a readable SQLite database") as info:
-        store.read_results(db)
+    with pytest.raises(StoreError, match="not a readable SQLite database") as info:
+        read_results(db)
     assert str(db) in str(info.value)
 
 
@@ -248,19 +258,19 @@ def test_newer_schema(db: Path) -> None:
     save(db, [latency("t::a")])
     with sqlite3.connect(db) as conn:
         conn.execute("UPDATE schema_version SET version = 99")
-    with pytest.raises(store.StoreError) as info:
+    with pytest.raises(StoreError) as info:
         save(db, [latency("t::a")])
     message = str(info.value)
     assert str(db) in message
-    assert f"written by a newer pytest-ortperf: schema 99 > {store.SCHEMA_VERSION}" in message
-    with pytest.raises(store.StoreError, match="newer pytest-ortperf"):
-        store.read_results(db)
+    assert f"written by a newer pytest-ortperf: schema 99 > {SCHEMA_VERSION}" in message
+    with pytest.raises(StoreError, match="newer pytest-ortperf"):
+        read_results(db)
 
 
 def test_foreign_database(db: Path) -> None:
     with sqlite3.connect(db) as conn:
         conn.execute("CREATE TABLE runs (x INTEGER)")
-    with pytest.raises(store.StoreError, match="not a pytest-ortperf store"):
+    with pytest.raises(StoreError, match="not a pytest-ortperf store"):
         save(db, [latency("t::a")])
 
 
@@ -268,23 +278,23 @@ def test_unwritable_location(tmp_path: Path) -> None:
     blocker = tmp_path / "blocker"
     blocker.write_text("a file where a directory should be")
     target = blocker / "sub" / "results.sqlite"
-    with pytest.raises(store.StoreError, match="cannot create its directory") as info:
+    with pytest.raises(StoreError, match="cannot create its directory") as info:
         save(target, [latency("t::a")])
     assert str(target) in str(info.value)
 
 
 def test_missing_store_on_read(tmp_path: Path) -> None:
     missing = tmp_path / "nope.sqlite"
-    with pytest.raises(store.StoreError, match="no results store here") as info:
-        store.read_results(missing)
+    with pytest.raises(StoreError, match="no results store here") as info:
+        read_results(missing)
     assert str(missing) in str(info.value)
     assert not missing.exists()
 
 
 def test_default_store_is_under_cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
-    save(tmp_path / store.DEFAULT_STORE, [latency("t::a")])
-    assert len(store.read_results()) == 1
+    save(tmp_path / DEFAULT_STORE, [latency("t::a")])
+    assert len(read_results()) == 1
 
 
 class _BadRecord:
@@ -303,13 +313,13 @@ class _BadRecord:
 def test_failed_write_keeps_earlier_runs(db: Path) -> None:
     save(db, [latency("t::a")])
     bad: Any = _BadRecord()
-    with pytest.raises(store.StoreError, match="cannot store a record") as info:
+    with pytest.raises(StoreError, match="cannot store a record") as info:
         save(db, [latency("t::b"), bad])
     assert str(db) in str(info.value)
-    with pytest.raises(store.StoreError, match="cannot store a profile"):
+    with pytest.raises(StoreError, match="cannot store a profile"):
         save(db, [latency("t::c")], profiles={("t::c", "latency"): [{"op_type": "Add"}]})
-    assert list(store.list_runs(db)["run_id"]) == [1]
-    assert list(store.read_results(db)["test"]) == ["t::a"]
+    assert list(list_runs(db)["run_id"]) == [1]
+    assert list(read_results(db)["test"]) == ["t::a"]
     assert save(db, [latency("t::d")]) >= 2  # the store is still usable
 
 
@@ -321,9 +331,9 @@ def test_migration_mechanism(db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         applied.append(2)
         conn.exec_driver_sql("ALTER TABLE runs ADD COLUMN note TEXT")
 
-    monkeypatch.setattr(store, "SCHEMA_VERSION", 3)
-    monkeypatch.setitem(store.MIGRATIONS, 2, to_v3)
-    assert len(store.read_results(db)) == 1
+    monkeypatch.setattr("pytest_ortperf.store.schema.SCHEMA_VERSION", 3)
+    monkeypatch.setitem(MIGRATIONS, 2, to_v3)
+    assert len(read_results(db)) == 1
     assert applied == []  # reading takes an older store as it is
     save(db, [latency("t::b")])
     assert applied == [2]
@@ -336,8 +346,8 @@ def test_migration_mechanism(db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_missing_migration_is_an_error(db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     save(db, [latency("t::a")])
-    monkeypatch.setattr(store, "SCHEMA_VERSION", 4)
-    with pytest.raises(store.StoreError, match="no migration from schema 2"):
+    monkeypatch.setattr("pytest_ortperf.store.schema.SCHEMA_VERSION", 4)
+    with pytest.raises(StoreError, match="no migration from schema 2"):
         save(db, [latency("t::b")])
 
 
@@ -358,7 +368,7 @@ def test_concurrent_writers(db: Path) -> None:
     for proc in procs:
         proc.join(timeout=120)
     assert [proc.exitcode for proc in procs] == [0, 0]
-    frame = store.read_results(db)
+    frame = read_results(db)
     assert frame["run_id"].nunique() == 10
     assert len(frame) == 10 * 50
     assert {t.split("_")[0] for t in frame["test"]} == {"t::w0", "t::w1"}

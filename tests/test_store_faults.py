@@ -26,8 +26,8 @@ import sqlalchemy as sa
 from ortperf_store_factories import ENV, GIT, latency
 from pg_server import Postgres, Server, ServerError, start
 
-from pytest_ortperf.store import db as store
 from pytest_ortperf.store import spool
+from pytest_ortperf.store.connection import STORE_ENV, store_label
 
 ORTPERF = str(Path(sys.executable).with_name("ortperf"))
 SUITE_ENV = {k: v for k, v in os.environ.items() if not k.startswith("ORTPERF_")}
@@ -91,7 +91,7 @@ def test_a_store_that_never_answers_is_tried_once_per_run(
 ) -> None:
     """History gating asks the store once per measurement: after the first connect
     timeout, the run asks no more and spools at once (a circuit breaker)."""
-    monkeypatch.delenv(store.STORE_ENV, raising=False)
+    monkeypatch.delenv(STORE_ENV, raising=False)
     monkeypatch.delenv(spool.SPOOL_ENV, raising=False)
     pytester.makepyfile(test_perf=SUITE.format(n=4))
     url = f"postgresql+psycopg://u:pw@127.0.0.1:{silent.port}/perf?connect_timeout=2"
@@ -110,7 +110,7 @@ def test_a_store_that_never_answers_is_tried_once_per_run(
 def test_hostile_spool_files_never_break_the_end_of_a_run(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.delenv(store.STORE_ENV, raising=False)
+    monkeypatch.delenv(STORE_ENV, raising=False)
     monkeypatch.delenv(spool.SPOOL_ENV, raising=False)
     pytester.makepyfile(test_perf=SUITE.format(n=1))
     directory = pytester.path / ".ortperf" / "spool"
@@ -168,7 +168,7 @@ def test_runs_a_sync_reported_written_survive_a_server_crash(
     server = durable_server
     url = server.url(server.new_database())
     directory = tmp_path / "spool"
-    label = store.store_label(url)
+    label = store_label(url)
     records = [latency(f"t::test_{k}") for k in range(30)]
     for i in range(40):
         run = spool.SpooledRun(

@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_ortperf.store import db as store
+from pytest_ortperf.store.errors import StoreError
+from pytest_ortperf.store.read import list_runs, load_records
 
 HERE = Path(__file__).parent
 
@@ -30,12 +31,12 @@ CHILD = textwrap.dedent(
     import sqlalchemy as sa
     from sqlalchemy import event
     from ortperf_store_factories import comparison, latency, save
-    from pytest_ortperf.store import db as store
+    from pytest_ortperf.store import connection
 
     point = os.environ.get("KILL_AT", "")  # "before:N", "after:N", "commit" or "" (trace)
     seen = []
 
-    real_engine = store._engine
+    real_engine = connection._sql_engine
 
     def engine(url, *, write):
         eng = real_engine(url, write=write)
@@ -58,7 +59,7 @@ CHILD = textwrap.dedent(
 
         return eng
 
-    store._engine = engine
+    connection._sql_engine = engine
     records = [latency("t.py::test_{{}}".format(i)) for i in range(3)]
     records.append(comparison("t.py::test_cmp"))
     save(sys.argv[1], records, started=float(sys.argv[2]))
@@ -80,7 +81,7 @@ def _child(path: Path, started: float, kill_at: str = "") -> subprocess.Complete
 
 def _runs(path: Path) -> dict[int, int]:
     """Run id -> number of measurements stored with it."""
-    frame = store.list_runs(path)
+    frame = list_runs(path)
     return {int(r): int(n) for r, n in zip(frame["run_id"], frame["measurements"], strict=True)}
 
 
@@ -111,7 +112,7 @@ def test_a_kill_at_any_write_point_leaves_the_store_whole(tmp_path: Path) -> Non
     last = _child(path, 1_800_000_000.0)
     assert last.returncode == 0, last.stderr
     assert len(_runs(path)) == len(expected) + 1
-    records = store.load_records(path, max(_runs(path)))
+    records = load_records(path, max(_runs(path)))
     assert len(records) == 4
 
 
@@ -124,6 +125,6 @@ def test_kill_points_cover_the_commit(tmp_path: Path) -> None:
     if path.exists():
         try:
             runs = _runs(path)
-        except store.StoreError:
+        except StoreError:
             runs = {}  # killed before the schema itself was committed: nothing stored
         assert runs == {}

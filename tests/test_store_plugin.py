@@ -3,7 +3,7 @@
 import re
 
 from pytest_ortperf.cli import main as ortperf_cli
-from pytest_ortperf.store.db import read_results
+from pytest_ortperf.store.read import read_results
 
 SUITE = """
 from pytest_ortperf import models

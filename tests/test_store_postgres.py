@@ -24,7 +24,10 @@ from ortperf_store_factories import ENV, GIT, comparison, latency, memory, save
 from pg_server import PASSWORD, Postgres, Server, ServerError, start
 
 from pytest_ortperf.cli import main as ortperf_cli
-from pytest_ortperf.store import db as store
+from pytest_ortperf.store.errors import StoreError
+from pytest_ortperf.store.read import load_records, read_profiles, read_results
+from pytest_ortperf.store.schema import MEASUREMENTS_VIEW, SCHEMA_VERSION
+from pytest_ortperf.store.write import _environment_row, save_run
 
 DATA = Path(__file__).parent / "data"
 SUITE_ENV = {k: v for k, v in os.environ.items() if not k.startswith("ORTPERF_")}
@@ -77,7 +80,7 @@ def _version(url: str) -> int:
 def _view(url: str) -> list[dict[str, object]]:
     engine = sa.create_engine(url if "://" in url else f"sqlite:///{url}")
     with engine.connect() as conn:
-        query = f"SELECT * FROM {store.MEASUREMENTS_VIEW} ORDER BY measurement_id"
+        query = f"SELECT * FROM {MEASUREMENTS_VIEW} ORDER BY measurement_id"
         rows = [dict(row) for row in conn.execute(sa.text(query)).mappings()]
     engine.dispose()
     return rows
@@ -86,10 +89,10 @@ def _view(url: str) -> list[dict[str, object]]:
 def test_a_new_store_has_the_current_schema_and_the_view(backend: tuple[str, str]) -> None:
     _, url = backend
     save(url, [latency("t::a"), comparison("t::b"), memory("t::c")])
-    assert _version(url) == store.SCHEMA_VERSION == 2
+    assert _version(url) == SCHEMA_VERSION == 2
     rows = _view(url)
     assert [row["test"] for row in rows] == ["t::a", "t::b", "t::c"]
-    assert {row["machine_class"] for row in rows} == {store._environment_row(ENV)["fingerprint"]}
+    assert {row["machine_class"] for row in rows} == {_environment_row(ENV)["fingerprint"]}
     assert rows[0]["branch"] == "main" and rows[0]["commit"] == GIT["commit"]
     assert rows[1]["ratio"] == pytest.approx(0.8)
 
@@ -99,11 +102,11 @@ def test_a_version_1_store_is_read_as_it_is_and_migrated_by_the_next_write(
 ) -> None:
     dialect, url = backend
     _v1_store(dialect, url)
-    assert list(store.read_results(url)["test"]) == ["t::old"]  # read without migrating
+    assert list(read_results(url)["test"]) == ["t::old"]  # read without migrating
     assert _version(url) == 1
     save(url, [latency("t::new")])
     assert _version(url) == 2
-    frame = store.read_results(url)
+    frame = read_results(url)
     assert list(frame["test"]) == ["t::old", "t::new"]
     assert next(row["machine_class"] for row in _view(url)) == "f00dfeedbeef"
     assert [row["run_uid"] for row in _view(url)] == [None, None]
@@ -116,8 +119,8 @@ def test_a_store_of_a_newer_version_is_refused(backend: tuple[str, str]) -> None
     with engine.begin() as conn:
         conn.exec_driver_sql("INSERT INTO schema_version (version) VALUES (99)")
     engine.dispose()
-    for action in (lambda: save(url, [latency("t::b")]), lambda: store.read_results(url)):
-        with pytest.raises(store.StoreError, match="newer pytest-ortperf: schema 99 > 2"):
+    for action in (lambda: save(url, [latency("t::b")]), lambda: read_results(url)):
+        with pytest.raises(StoreError, match="newer pytest-ortperf: schema 99 > 2"):
             action()
 
 
@@ -127,10 +130,10 @@ def test_a_run_with_a_known_uid_is_stored_once(backend: tuple[str, str]) -> None
         started=1.7e9, finished=1.7e9 + 5, command_line="pytest --ortperf", git=GIT,
         environment=ENV, records=[latency("t::a"), latency("t::b")], uid="run-uid-1",
     )  # fmt: skip
-    first = store.save_run(url, **kwargs)  # type: ignore[arg-type]
-    again = store.save_run(url, **kwargs)  # type: ignore[arg-type]
+    first = save_run(url, **kwargs)  # type: ignore[arg-type]
+    again = save_run(url, **kwargs)  # type: ignore[arg-type]
     assert first == again
-    assert len(store.read_results(url)) == 2
+    assert len(read_results(url)) == 2
 
 
 # ------------------------------------------------------------------ a whole run, both ways
@@ -203,12 +206,12 @@ def test_a_full_run_reads_back_the_same_from_postgresql_and_sqlite(
         code = ortperf_cli(["sync", "--store", url, "--spool", str(directory), "--any-store"])
         assert code == 0
         assert list(directory.iterdir()) == []
-    from_pg = store.read_results(pg_url, samples=True)
-    from_sqlite = store.read_results(sqlite_path, samples=True)
+    from_pg = read_results(pg_url, samples=True)
+    from_sqlite = read_results(sqlite_path, samples=True)
     assert len(from_pg) == 4 and set(from_pg["kind"]) == {"latency", "compare"}
     pd.testing.assert_frame_equal(_comparable(from_pg), _comparable(from_sqlite))
-    assert store.load_records(pg_url, 1) == store.load_records(sqlite_path, 1)
-    pd.testing.assert_frame_equal(store.read_profiles(pg_url), store.read_profiles(sqlite_path))
+    assert load_records(pg_url, 1) == load_records(sqlite_path, 1)
+    pd.testing.assert_frame_equal(read_profiles(pg_url), read_profiles(sqlite_path))
 
 
 def test_four_concurrent_pytest_processes_lose_nothing(postgres: Postgres, tmp_path: Path) -> None:
@@ -221,7 +224,7 @@ def test_four_concurrent_pytest_processes_lose_nothing(postgres: Postgres, tmp_p
     took = time.perf_counter() - began
     for out in outputs:
         assert "25 results stored in" in out, out
-    frame = store.read_results(url)
+    frame = read_results(url)
     assert len(frame) == 100 and frame["run_id"].nunique() == 4
     assert frame.groupby("run_id").size().tolist() == [25, 25, 25, 25]
     assert postgres.count(url.rsplit("/", 1)[1], "runs") == 4
@@ -297,7 +300,7 @@ def test_a_run_whose_server_stops_is_spooled_then_synced_exactly_once(
     assert "1 spooled run written" in sync.stdout
     assert "s3cr3t" not in sync.stdout + sync.stderr
     assert list(spool.iterdir()) == []
-    frame = store.read_results(url)
+    frame = read_results(url)
     assert len(frame) == 5 and frame["run_id"].nunique() == 1  # 4 latencies, 1 comparison
 
     # the same spool file again (a sync killed before it removed the file): still once
@@ -308,7 +311,7 @@ def test_a_run_whose_server_stops_is_spooled_then_synced_exactly_once(
     )  # fmt: skip
     assert again.returncode == 0, again.stdout + again.stderr
     assert list(spool.iterdir()) == []
-    assert len(store.read_results(url)) == 5
+    assert len(read_results(url)) == 5
 
 
 def test_sqlite_store_file_is_untouched_by_the_view(tmp_path: Path) -> None:
@@ -318,4 +321,4 @@ def test_sqlite_store_file_is_untouched_by_the_view(tmp_path: Path) -> None:
         kinds = dict(
             conn.execute("SELECT name, type FROM sqlite_master WHERE name LIKE 'ortperf%'")
         )
-    assert kinds == {store.MEASUREMENTS_VIEW: "view"}
+    assert kinds == {MEASUREMENTS_VIEW: "view"}

@@ -22,7 +22,17 @@ from sqlalchemy.engine import Engine
 
 from pytest_ortperf import cli
 from pytest_ortperf.cli import main
-from pytest_ortperf.store import db as store
+from pytest_ortperf.store.connection import _sql_engine
+from pytest_ortperf.store.errors import StoreError
+from pytest_ortperf.store.history import read_history
+from pytest_ortperf.store.read import (
+    interrupted_runs,
+    list_runs,
+    load_records,
+    read_results,
+    resolve_run_id,
+)
+from pytest_ortperf.store.write import save_run
 
 T0 = 1_700_000_000.0
 
@@ -79,13 +89,13 @@ def test_ctrl_c_stores_a_run_marked_interrupted_that_comparisons_leave_out(
     monkeypatch.delenv("ORTPERF_TEST_CTRL_C")
     capsys.readouterr()
 
-    runs = store.list_runs(db)
+    runs = list_runs(db)
     assert list(runs["measurements"]) == [12, 12, 4]
     assert list(runs["interrupted"]) == [False, False, True]
-    frame = store.read_results(db)
+    frame = read_results(db)
     assert frame.groupby("run_id")["interrupted"].first().to_dict() == {1: False, 2: False, 3: True}
-    assert set(store.read_results(db, include_interrupted=False)["run_id"]) == {1, 2}
-    assert store.interrupted_runs(db) == {3}
+    assert set(read_results(db, include_interrupted=False)["run_id"]) == {1, 2}
+    assert interrupted_runs(db) == {3}
 
     # `ortperf runs` marks it
     code, out, _ = run(capsys, "runs", "--store", str(db))
@@ -96,11 +106,11 @@ def test_ctrl_c_stores_a_run_marked_interrupted_that_comparisons_leave_out(
     assert "interrupted: stopped before all its tests ran" in out
 
     # latest / latest~N count complete runs only
-    assert store.resolve_run_id(db, "latest") == 2
-    assert store.resolve_run_id(db, "latest~1") == 1
-    assert store.resolve_run_id(db, "latest", include_interrupted=True) == 3
-    with pytest.raises(store.StoreError, match="fewer runs: 2 complete, 1 interrupted"):
-        store.resolve_run_id(db, "latest~2")
+    assert resolve_run_id(db, "latest") == 2
+    assert resolve_run_id(db, "latest~1") == 1
+    assert resolve_run_id(db, "latest", include_interrupted=True) == 3
+    with pytest.raises(StoreError, match="fewer runs: 2 complete, 1 interrupted"):
+        resolve_run_id(db, "latest~2")
     code, out, err = run(capsys, "compare", "latest~1", "latest", "--store", str(db))
     assert code == 0, err
     assert "run 2 vs run 1: " in out
@@ -123,18 +133,18 @@ def test_ctrl_c_stores_a_run_marked_interrupted_that_comparisons_leave_out(
     code, out, _ = run(capsys, "history", "test_lr[0]", "--include-interrupted", "--store", str(db))
     assert run_ids(out) == [1, 2, 3]
     keys = [("test_perf.py::test_lr[0]", "lr", "latency", "run")]
-    points = store.read_history(str(db), keys)[keys[0]]
+    points = read_history(str(db), keys)[keys[0]]
     assert [p.run_id for p in points] == [1, 2]
-    points = store.read_history(str(db), keys, last=1)[keys[0]]
+    points = read_history(str(db), keys, last=1)[keys[0]]
     assert [p.run_id for p in points] == [2]  # the last complete run, not the interrupted one
-    points = store.read_history(str(db), keys, include_interrupted=True)[keys[0]]
+    points = read_history(str(db), keys, include_interrupted=True)[keys[0]]
     assert [p.run_id for p in points] == [1, 2, 3]
 
 
 def test_a_complete_run_is_not_marked(tmp_path: Path) -> None:
     db = tmp_path / "r.sqlite"
     save(db, [latency("t::a")])
-    store.save_run(
+    save_run(
         db,
         started=T0 + 10,
         finished=T0 + 11,
@@ -144,7 +154,7 @@ def test_a_complete_run_is_not_marked(tmp_path: Path) -> None:
         records=[latency("t::a")],
         interrupted=True,
     )
-    assert list(store.list_runs(db)["interrupted"]) == [False, True]
+    assert list(list_runs(db)["interrupted"]) == [False, True]
     with sqlite3.connect(db) as conn:
         extras = [row[0] for row in conn.execute("SELECT extra FROM runs ORDER BY id")]
     assert extras == ["{}", '{"interrupted": true}']
@@ -177,11 +187,11 @@ def test_another_sqlite_database_is_refused_and_left_as_it_was(
 ) -> None:
     path = tmp_path / "app.db"
     before = _foreign_db(path, table)
-    with pytest.raises(store.StoreError, match="not a pytest-ortperf store") as info:
+    with pytest.raises(StoreError, match="not a pytest-ortperf store") as info:
         save(path, [latency("t::a")])
     assert str(path) in str(info.value)
-    with pytest.raises(store.StoreError, match="not a pytest-ortperf store"):
-        store.read_results(path)
+    with pytest.raises(StoreError, match="not a pytest-ortperf store"):
+        read_results(path)
     code, _, err = run(capsys, "runs", "--store", str(path))
     assert code == cli.EXIT_USAGE
     assert str(path) in err and "not a pytest-ortperf store" in err
@@ -200,7 +210,7 @@ def test_a_file_that_is_not_sqlite_is_refused_and_left_as_it_was(
 ) -> None:
     path = tmp_path / "results.sqlite"
     path.write_bytes(content)
-    with pytest.raises(store.StoreError, match="not a readable SQLite database") as info:
+    with pytest.raises(StoreError, match="not a readable SQLite database") as info:
         save(path, [latency("t::a")])
     assert str(path) in str(info.value)
     assert path.read_bytes() == content
@@ -218,11 +228,11 @@ def test_an_empty_file_and_an_empty_database_are_taken(tmp_path: Path) -> None:
     conn.close()
     assert blank.stat().st_size > 0
     assert save(blank, [latency("t::a")]) == 1
-    assert len(store.read_results(blank)) == 1
+    assert len(read_results(blank)) == 1
 
 
 def test_a_directory_is_not_a_store(tmp_path: Path) -> None:
-    with pytest.raises(store.StoreError, match="not a file") as info:
+    with pytest.raises(StoreError, match="not a file") as info:
         save(tmp_path, [latency("t::a")])
     assert str(tmp_path) in str(info.value)
 
@@ -267,9 +277,9 @@ def test_a_corrupt_samples_blob_names_the_row_and_column(
         assert len(err.strip().splitlines()) == 1
         for part in (str(db), "measurement 3 (run 2)", "column samples"):
             assert part in err, (argv, err)
-    with pytest.raises(store.StoreError, match=r"measurement 3 \(run 2\), column samples"):
-        store.load_records(db, 2)
-    assert len(store.load_records(db, 1)) == 2  # the other run is still readable
+    with pytest.raises(StoreError, match=r"measurement 3 \(run 2\), column samples"):
+        load_records(db, 2)
+    assert len(load_records(db, 1)) == 2  # the other run is still readable
 
 
 @pytest.mark.parametrize(
@@ -287,8 +297,8 @@ def test_bad_json_and_times_name_the_store_row_and_column(
     db: Path, capsys: pytest.CaptureFixture[str], sql: str, column: str, where: str
 ) -> None:
     _damage(db, sql)
-    with pytest.raises(store.StoreError) as info:
-        store.read_results(db, samples=True)
+    with pytest.raises(StoreError) as info:
+        read_results(db, samples=True)
     message = str(info.value)
     assert str(db) in message and where in message and f"column {column}" in message
     code, _, err = run(capsys, "history", "--store", str(db))
@@ -298,8 +308,8 @@ def test_bad_json_and_times_name_the_store_row_and_column(
 
 def test_damaged_comparison_record_names_its_row(db: Path) -> None:
     _damage(db, "UPDATE measurements SET extra = '{\"candidate\": {}}' WHERE id = 4")
-    with pytest.raises(store.StoreError, match=r"measurement 4 \(run 2\), column extra"):
-        store.load_records(db, 2)
+    with pytest.raises(StoreError, match=r"measurement 4 \(run 2\), column extra"):
+        load_records(db, 2)
 
 
 def test_an_internal_error_exits_3_with_the_traceback(
@@ -308,7 +318,7 @@ def test_an_internal_error_exits_3_with_the_traceback(
     def broken(*args: Any, **kwargs: Any) -> Any:
         raise ValueError("a bug")
 
-    monkeypatch.setattr(store, "list_runs", broken)
+    monkeypatch.setattr("pytest_ortperf.store.read.list_runs", broken)
     code, _, err = run(capsys, "runs", "--store", str(db))
     assert code == cli.EXIT_INTERNAL == 3
     assert "ortperf: internal error: ValueError: a bug" in err
@@ -368,14 +378,14 @@ def test_broken_pipe_exits_quietly(db: Path) -> None:
 
 
 def _engine_with(monkeypatch: pytest.MonkeyPatch, setup: Callable[[Engine], None]) -> None:
-    real = store._engine
+    real = _sql_engine
 
     def engine(url: Any, *, write: bool) -> Engine:
         eng = real(url, write=write)
         setup(eng)
         return eng
 
-    monkeypatch.setattr(store, "_engine", engine)
+    monkeypatch.setattr("pytest_ortperf.store.connection._sql_engine", engine)
 
 
 def _full_database(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -407,12 +417,12 @@ BIG = [latency(f"t::{i}", n=2000) for i in range(40)]
 
 def test_a_full_database_says_disk_full(db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _full_database(monkeypatch)
-    with pytest.raises(store.StoreError) as info:
+    with pytest.raises(StoreError) as info:
         save(db, BIG, started=T0 + 120)
     assert str(db) in str(info.value)
     assert "disk full" in str(info.value)
     monkeypatch.undo()
-    assert list(store.list_runs(db)["run_id"]) == [1, 2]  # nothing of the run, the rest intact
+    assert list(list_runs(db)["run_id"]) == [1, 2]  # nothing of the run, the rest intact
 
 
 @pytest.mark.parametrize("free", [4096, 10 << 30])
@@ -422,11 +432,11 @@ def test_an_io_error_on_a_full_disk_says_disk_full(
     _io_error_on_insert(monkeypatch)
     usage = shutil.disk_usage(db.parent)
     monkeypatch.setattr(shutil, "disk_usage", lambda path: usage._replace(free=free))
-    with pytest.raises(store.StoreError) as info:
+    with pytest.raises(StoreError) as info:
         save(db, [latency("t::a")], started=T0 + 120)
     message = str(info.value)
     assert "disk I/O error" in message
-    if free < 1 << 20:  # store.LOW_DISK_BYTES
+    if free < 1 << 20:  # store.connection.LOW_DISK_BYTES
         assert f"disk full: {free} bytes free in {db.parent}" in message
     else:
         assert "disk full" not in message
@@ -462,7 +472,7 @@ def test_a_store_failure_is_a_note_and_never_changes_the_exit_status(
         expected = "*results NOT stored: *results.sqlite: disk full*"
         pytester.makepyfile(test_perf=STORE_SUITE.replace("range(25)", "range(5000)"))
     elif failure == "save_run crashes":
-        monkeypatch.setattr(store, "save_run", _boom)
+        monkeypatch.setattr("pytest_ortperf.store.write.save_run", _boom)
         expected = (
             "*results NOT stored: unexpected RuntimeError: boom in the store code; spooled to *"
         )
@@ -479,14 +489,14 @@ def test_a_store_failure_is_a_note_and_never_changes_the_exit_status(
     if json_file:
         assert (pytester.path / "out.json").is_file()  # the results kept elsewhere
     monkeypatch.undo()
-    assert list(store.list_runs(pytester.path / ".ortperf" / "results.sqlite")["run_id"]) == [1]
+    assert list(list_runs(pytester.path / ".ortperf" / "results.sqlite")["run_id"]) == [1]
 
 
 def test_a_failing_test_keeps_its_status_when_the_store_fails(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     pytester.makepyfile(test_perf=STORE_SUITE + "\n\ndef test_fails():\n    assert False\n")
-    monkeypatch.setattr(store, "save_run", _boom)
+    monkeypatch.setattr("pytest_ortperf.store.write.save_run", _boom)
     result = pytester.runpytest(*RUN)
     result.assert_outcomes(passed=1, failed=1)
     assert result.ret == pytest.ExitCode.TESTS_FAILED

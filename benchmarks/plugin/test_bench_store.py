@@ -25,7 +25,8 @@ import pytest
 
 from pytest_ortperf.machine import collect_environment, git_info
 from pytest_ortperf.results import LatencyResult, SessionInfo
-from pytest_ortperf.store import db as store
+from pytest_ortperf.store.read import list_runs, read_results
+from pytest_ortperf.store.write import save_run
 
 TARGET_S = 1.0
 SESSION = SessionInfo("model.onnx", ("CPUExecutionProvider",), "all", 1, False, (("Add", 1),))
@@ -69,7 +70,7 @@ def _new_store(backend: str, directory: Path) -> str:
 
 
 def _save(path: str, records: list[LatencyResult], started: float) -> int:
-    return store.save_run(
+    return save_run(
         path,
         started=started,
         finished=started + 1.0,
@@ -107,8 +108,8 @@ def test_save_1000_measurements(
     )
     record_property("store_save_first_s", round(first, 4))
     record_property("store_save_best_s", round(best, 4))
-    assert len(store.list_runs(path)) == 4
-    assert len(store.read_results(path)) == 4 * 1000
+    assert len(list_runs(path)) == 4
+    assert len(read_results(path)) == 4 * 1000
 
 
 @pytest.fixture(scope="module", params=BACKENDS)
@@ -123,10 +124,10 @@ def test_read_10000_measurements(
     history: str, record_property: Callable[[str, object], None]
 ) -> None:
     frames = []
-    best = _best_of(3, lambda: frames.append(store.read_results(history)))
+    best = _best_of(3, lambda: frames.append(read_results(history)))
     filtered_frames = []
     filtered = _best_of(
-        3, lambda: filtered_frames.append(store.read_results(history, test="test_model[7]"))
+        3, lambda: filtered_frames.append(read_results(history, test="test_model[7]"))
     )
     print(
         f"\n{history.split(':', 1)[0] if '://' in history else 'sqlite'}: read_results, "
@@ -149,7 +150,7 @@ def _timed_save(path: str, run: int, started: float, barrier: Any = None, out: A
     if barrier is not None:
         barrier.wait()
     begin = time.perf_counter()
-    store.save_run(path, started=started, finished=started + 1.0, command_line="pytest",
+    save_run(path, started=started, finished=started + 1.0, command_line="pytest",
                    git=git, environment=environment, records=records)  # fmt: skip
     took = time.perf_counter() - begin
     if out is not None:
@@ -187,6 +188,6 @@ def test_four_concurrent_writers(
     )
     record_property("store_concurrent_slowest_ratio", round(max(times) / alone, 2))
     assert [proc.exitcode for proc in procs] == [0, 0, 0, 0]
-    frame = store.read_results(path)
+    frame = read_results(path)
     assert len(frame) == 1 + 2 * 250 + 4 * 250
     assert frame["run_id"].nunique() == 7

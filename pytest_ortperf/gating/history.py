@@ -3,7 +3,7 @@
 DESIGN.md 3, item 3: an absolute latency varies between runs (processes, machines of one
 kind, days) by more than the blocks of one run show, so the unit of replication is the
 run. The current run's median is judged against the per-run medians of earlier runs on a
-matching fingerprint (:func:`pytest_ortperf.store.db.run_medians` reads them), never against
+matching fingerprint (:func:`pytest_ortperf.store.history.run_medians` reads them), never against
 the blocks of one stored run.
 
 Method, on log scale: the ``k`` earlier run medians ``y_i`` give mean ``m`` and standard

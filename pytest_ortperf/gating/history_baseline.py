@@ -3,7 +3,7 @@ branch stored on one machine class, instead of the committed ``__ortperf__`` fil
 
 Which runs: the newest ``window`` complete runs on the git branch (default ``main``) whose
 machine class (:func:`pytest_ortperf.machine.machine_fingerprint`) is the chosen one (default:
-this machine's) and that stored the measurement (:func:`pytest_ortperf.store.db.branch_records`).
+this machine's) and that stored the measurement (:func:`pytest_ortperf.store.history.branch_records`).
 Interrupted runs never count, nor does the current run (it is stored when it ends), nor any
 other machine class or branch. Where any run of the window ran on CI (``$CI`` set, recorded
 as ``ci`` in its environment), the runs outside CI are set aside (:data:`OUTSIDE_CI`): a
@@ -69,7 +69,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 StoredRun = tuple[Mapping[str, Any], Record]
-"""A stored run's view (:func:`pytest_ortperf.store.db.branch_records`) and its record."""
+"""A stored run's view (:func:`pytest_ortperf.store.history.branch_records`) and its record."""
 
 
 # --------------------------------------------------------------------------- the pure part
@@ -291,11 +291,13 @@ def judge_runs(
     runs there were). None when either run is not a complete, measured run on a branch, or
     for a latency measured on another machine class or otherwise than run ``run_a`` (the
     caller falls back to the two runs alone, which says why).
-    ``listed`` is the store's :func:`~pytest_ortperf.store.db.list_runs` (read once for many
+    ``listed`` is the store's :func:`~pytest_ortperf.store.read.list_runs` (read once for many
     measurements; None: read here). Raises StoreError."""
     from pytest_ortperf.gating.baseline import entry_from_record, judge_entry
     from pytest_ortperf.gating.history import judge_against_runs
-    from pytest_ortperf.store.db import INTERRUPTED, branch_records, list_runs
+    from pytest_ortperf.store.history import branch_records
+    from pytest_ortperf.store.read import list_runs
+    from pytest_ortperf.store.schema import INTERRUPTED
 
     test, name, kind = key
     listed = list_runs(store) if listed is None else listed
@@ -360,7 +362,8 @@ def resolve_machine(store: str, spec: str) -> str:
     spec = spec.strip().lower()
     if len(spec) == 12:
         return spec
-    from pytest_ortperf.store.db import list_runs, redact_url
+    from pytest_ortperf.store.read import list_runs
+    from pytest_ortperf.store.secrets import redact_url
 
     runs = list_runs(store)
     known = [f for f in runs["fingerprint"] if isinstance(f, str)]
@@ -416,7 +419,9 @@ class HistoryBaselines:
     def _read(self, test: str, name: str, kind: str) -> Sequence[StoredRun] | str:
         if self.store is None:
             return "no results store (--ortperf-store=none)"
-        from pytest_ortperf.store.db import StoreError, branch_records, redact_url
+        from pytest_ortperf.store.errors import StoreError
+        from pytest_ortperf.store.history import branch_records
+        from pytest_ortperf.store.secrets import redact_url
 
         if _not_created(self.store):
             return []  # no run stored yet: no history, rather than an unreadable store

@@ -1,6 +1,6 @@
 """Change points in the stored history of each measurement, per machine class.
 
-:func:`history_changes` reads the store (:func:`pytest_ortperf.store.db.read_results`), takes
+:func:`history_changes` reads the store (:func:`pytest_ortperf.store.read.read_results`), takes
 one value per run for each measurement on each machine class (the ``fingerprint`` column:
 the hardware hash) and git branch, oldest first, and finds the steps in it with the pure
 :func:`pytest_ortperf.gating.changes.find_changes`. ``ortperf changes`` and the HTML
@@ -103,7 +103,8 @@ def history_changes(
     ordered by machine class, measurement, branch, then run. Raises StoreError when the store
     cannot be read, ValueError for a bad ``min_change``.
     """
-    from pytest_ortperf.store.db import INTERRUPTED, list_runs, read_results
+    from pytest_ortperf.store.read import list_runs, read_results
+    from pytest_ortperf.store.schema import INTERRUPTED
 
     since = None
     if last is not None:

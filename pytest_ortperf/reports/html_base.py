@@ -15,7 +15,7 @@ from pytest_ortperf.text import escape_control
 
 if TYPE_CHECKING:
     from pytest_ortperf.gating.history_changes import MeasurementChange
-    from pytest_ortperf.store.db import HistoryKey, HistoryPoint
+    from pytest_ortperf.store.history import HistoryKey, HistoryPoint
 
 COLLAPSE_ROWS = 16
 """Tables longer than this sit in an open ``<details>`` that a click collapses."""

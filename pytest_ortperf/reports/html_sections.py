@@ -36,7 +36,7 @@ from pytest_ortperf.units import (
 )
 
 if TYPE_CHECKING:
-    from pytest_ortperf.store.db import HistoryPoint
+    from pytest_ortperf.store.history import HistoryPoint
 
 SWEEP_PREFIX = "api:"
 """Records named ``api:<api>`` come from ``ortperf.api_sweep``."""

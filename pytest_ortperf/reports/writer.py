@@ -76,13 +76,8 @@ def _why(exc: Exception) -> str:
 def report_input_from_run(results: RunResults) -> ReportInput:
     """The HTML report's data for this run, with history from its store."""
     from pytest_ortperf.reports.html import ReportInput
-    from pytest_ortperf.store.db import (
-        HistoryKey,
-        HistoryPoint,
-        StoreError,
-        history_keys,
-        read_history,
-    )
+    from pytest_ortperf.store.errors import StoreError
+    from pytest_ortperf.store.history import HistoryKey, HistoryPoint, history_keys, read_history
 
     run = results.run
     history: dict[HistoryKey, list[HistoryPoint]] = {}
@@ -121,7 +116,7 @@ def _changes(results: RunResults) -> tuple[list[MeasurementChange] | None, str |
     """The change points of this run's measurements on its machine class, or a note
     saying why there are none: the section is never worth the report."""
     from pytest_ortperf.gating.history_changes import history_changes
-    from pytest_ortperf.store.db import history_keys
+    from pytest_ortperf.store.history import history_keys
 
     assert results.store is not None
     fingerprint = results.run.environment.get("fingerprint")
@@ -201,11 +196,10 @@ def report_input_from_store(store: str, run: str | int = "latest", last: int = 1
     """The HTML report's data for one stored run (no verdicts: they are not stored).
     Raises StoreError."""
     from pytest_ortperf.reports.html import ReportInput
-    from pytest_ortperf.store.db import (
-        history_keys,
+    from pytest_ortperf.store.history import history_keys, read_history
+    from pytest_ortperf.store.read import (
         list_runs,
         load_records,
-        read_history,
         read_profiles,
         read_results,
         resolve_run_id,

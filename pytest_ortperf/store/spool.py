@@ -16,7 +16,7 @@ A sync claims each file before writing its run (a rename to a name only it uses)
 syncs at once never write, count or report the same file; the claim of a sync that died
 is taken over by the next one. A file that cannot be read as a run (not a regular file,
 over :data:`MAX_BYTES`, not UTF-8, not JSON, nested too deep, not a run) or whose run the
-store cannot take (:class:`~pytest_ortperf.store.db.UnstorableRun`) is moved to
+store cannot take (:class:`~pytest_ortperf.store.errors.UnstorableRun`) is moved to
 :data:`SET_ASIDE` beside the spool and named, and the sync goes on with the next file.
 """
 
@@ -33,16 +33,11 @@ from typing import Any
 
 from pytest_ortperf.files import write_atomic
 from pytest_ortperf.results import Record, record_from_dict
-from pytest_ortperf.store import db as results_store
-from pytest_ortperf.store.db import (
-    UID,
-    StoreError,
-    StorePath,
-    UnstorableRun,
-    redact_url,
-    same_store,
-    store_label,
-)
+from pytest_ortperf.store import write as results_store
+from pytest_ortperf.store.connection import same_store, store_label
+from pytest_ortperf.store.errors import StoreError, StorePath, UnstorableRun
+from pytest_ortperf.store.secrets import redact_url
+from pytest_ortperf.store.write import UID
 
 SPOOL_ENV = "ORTPERF_SPOOL"
 """Environment variable naming the spool directory."""
@@ -70,7 +65,7 @@ class SpoolError(Exception):
 
 @dataclass(frozen=True)
 class SpooledRun:
-    """One run as :func:`~pytest_ortperf.store.db.save_run` takes it, and the store it was
+    """One run as :func:`~pytest_ortperf.store.write.save_run` takes it, and the store it was
     meant for (its label, credentials masked)."""
 
     uid: str
