@@ -1,4 +1,4 @@
-"""Fingerprints of gated entries: the environment readers (env) and the comparison rules
+"""Fingerprints of gated entries: the machine-fact readers (machine) and the comparison rules
 (gating.fingerprint)."""
 
 from __future__ import annotations
@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_ortperf import machine as env
-from pytest_ortperf import models
+from pytest_ortperf import machine, models
 from pytest_ortperf.gating import fingerprint as fp
 from pytest_ortperf.measuring.session import OrtSession
 
@@ -70,13 +69,13 @@ CPU implementer\t: 0x41
 """
 
 
-# -- env: /proc/cpuinfo ------------------------------------------------------------------
+# -- machine: /proc/cpuinfo ---------------------------------------------------------------
 
 
 def test_isa_of_x86_keeps_relevant_flags_common_to_all_processors(tmp_path: Path) -> None:
     path = tmp_path / "cpuinfo"
     path.write_text(X86_CPUINFO)
-    isa = env.parse_isa(path.read_text())
+    isa = machine.parse_isa(path.read_text())
     assert isa == sorted(
         ["sse3", "ssse3", "fma", "sse4_1", "sse4_2", "avx", "f16c", "avx2", "avx512f",
          "avx512dq", "avx512cd", "avx512bw", "avx512vl", "avx512_vnni"]
@@ -84,25 +83,25 @@ def test_isa_of_x86_keeps_relevant_flags_common_to_all_processors(tmp_path: Path
     # md_clear (a microcode flag, on one processor only) and fpu are not kernel-relevant.
     assert "md_clear" not in isa and "fpu" not in isa
     if sys.platform.startswith("linux"):
-        assert env._isa(path) == isa
+        assert machine._isa(path) == isa
 
 
 def test_isa_of_arm_reads_features(tmp_path: Path) -> None:
     path = tmp_path / "cpuinfo"
     path.write_text(ARM_CPUINFO)
-    assert env.parse_isa(path.read_text()) == sorted(
+    assert machine.parse_isa(path.read_text()) == sorted(
         ["asimd", "fphp", "asimdhp", "asimddp", "sve", "i8mm", "bf16", "sve2", "svei8mm",
          "svebf16"]
     )  # fmt: skip
 
 
 def test_isa_unknown_without_flags_line(tmp_path: Path) -> None:
-    assert env.parse_isa("processor\t: 0\nmodel name\t: x\n") is None
-    assert env.parse_isa("flags\t: fpu vme\n") == []  # known: no relevant flag
-    assert env._isa(tmp_path / "missing") is None
+    assert machine.parse_isa("processor\t: 0\nmodel name\t: x\n") is None
+    assert machine.parse_isa("flags\t: fpu vme\n") == []  # known: no relevant flag
+    assert machine._isa(tmp_path / "missing") is None
 
 
-# -- env: cgroups and affinity ------------------------------------------------------------
+# -- machine: cgroups and affinity ---------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -117,21 +116,21 @@ def test_isa_unknown_without_flags_line(tmp_path: Path) -> None:
     ],
 )
 def test_cpu_max(text: str, cpus: int | None) -> None:
-    assert env.parse_cpu_max(text) == cpus
+    assert machine.parse_cpu_max(text) == cpus
 
 
 def test_cfs_quota() -> None:
-    assert env.parse_cfs_quota("-1\n", "100000\n") is None
-    assert env.parse_cfs_quota("300000\n", "100000\n") == 3
-    assert env.parse_cfs_quota("250000\n", "100000\n") == 3
-    assert env.parse_cfs_quota("x", "100000") is None
+    assert machine.parse_cfs_quota("-1\n", "100000\n") is None
+    assert machine.parse_cfs_quota("300000\n", "100000\n") == 3
+    assert machine.parse_cfs_quota("250000\n", "100000\n") == 3
+    assert machine.parse_cfs_quota("x", "100000") is None
 
 
 def test_cgroup_v2_quota_in_a_container(tmp_path: Path) -> None:
     (tmp_path / "cpu.max").write_text("150000 100000\n")
-    assert env.cgroup_cpu_limit(tmp_path, "0::/\n") == 2
+    assert machine.cgroup_cpu_limit(tmp_path, "0::/\n") == 2
     (tmp_path / "cpu.max").write_text("max 100000\n")
-    assert env.cgroup_cpu_limit(tmp_path, "0::/\n") is None
+    assert machine.cgroup_cpu_limit(tmp_path, "0::/\n") is None
 
 
 def test_cgroup_v2_smallest_quota_along_the_hierarchy(tmp_path: Path) -> None:
@@ -139,10 +138,10 @@ def test_cgroup_v2_smallest_quota_along_the_hierarchy(tmp_path: Path) -> None:
     leaf.mkdir(parents=True)
     (leaf / "cpu.max").write_text("max 100000\n")
     (tmp_path / "ci.slice" / "cpu.max").write_text("200000 100000\n")
-    assert env.cgroup_cpu_limit(tmp_path, "0::/ci.slice/job.scope\n") == 2
+    assert machine.cgroup_cpu_limit(tmp_path, "0::/ci.slice/job.scope\n") == 2
     # The process's cgroup is not visible under the mount: the mount's root counts.
     (tmp_path / "cpu.max").write_text("400000 100000\n")
-    assert env.cgroup_cpu_limit(tmp_path, "0::/docker/abc\n") == 4
+    assert machine.cgroup_cpu_limit(tmp_path, "0::/docker/abc\n") == 4
 
 
 def test_cgroup_v1_cfs_quota(tmp_path: Path) -> None:
@@ -151,14 +150,14 @@ def test_cgroup_v1_cfs_quota(tmp_path: Path) -> None:
     (cpu / "cpu.cfs_quota_us").write_text("-1\n")
     (cpu / "cpu.cfs_period_us").write_text("100000\n")
     self_cgroup = "4:memory:/\n3:cpu,cpuacct:/\n0::/\n"
-    assert env.cgroup_cpu_limit(tmp_path, self_cgroup) is None
+    assert machine.cgroup_cpu_limit(tmp_path, self_cgroup) is None
     (cpu / "cpu.cfs_quota_us").write_text("300000\n")
-    assert env.cgroup_cpu_limit(tmp_path, self_cgroup) == 3
+    assert machine.cgroup_cpu_limit(tmp_path, self_cgroup) == 3
 
 
 def test_no_cgroup_files_means_no_limit(tmp_path: Path) -> None:
-    assert env.cgroup_cpu_limit(tmp_path, "") is None
-    assert env.cgroup_cpu_limit(tmp_path / "missing", "0::/x\n") is None
+    assert machine.cgroup_cpu_limit(tmp_path, "") is None
+    assert machine.cgroup_cpu_limit(tmp_path / "missing", "0::/x\n") is None
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="cgroups are Linux's")
@@ -166,11 +165,11 @@ def test_effective_cpus_is_affinity_limited_by_the_quota(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
-    assert env.effective_cpus(tmp_path, "") == 4
+    assert machine.effective_cpus(tmp_path, "") == 4
     (tmp_path / "cpu.max").write_text("200000 100000\n")
-    assert env.effective_cpus(tmp_path, "0::/\n") == 2
+    assert machine.effective_cpus(tmp_path, "0::/\n") == 2
     (tmp_path / "cpu.max").write_text("800000 100000\n")
-    assert env.effective_cpus(tmp_path, "0::/\n") == 4
+    assert machine.effective_cpus(tmp_path, "0::/\n") == 4
 
 
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="no CPU affinity here")
@@ -179,8 +178,8 @@ def test_effective_cpus_follows_the_real_affinity_mask() -> None:
     code = (
         "import os\n"
         f"os.sched_setaffinity(0, {{{cpu}}})\n"
-        "from pytest_ortperf import machine as env\n"
-        "e = env.collect_environment()\n"
+        "from pytest_ortperf import machine\n"
+        "e = machine.collect_environment()\n"
         "print(e['effective_cpus'], e['logical_cores'])\n"
     )
     out = subprocess.run(
@@ -191,7 +190,7 @@ def test_effective_cpus_follows_the_real_affinity_mask() -> None:
 
 
 def test_collect_environment_has_the_fingerprint_keys() -> None:
-    data = env.collect_environment()
+    data = machine.collect_environment()
     assert data["effective_cpus"] is None or 1 <= data["effective_cpus"] <= data["logical_cores"]
     assert data["ort_build"] is None or data["ort_build"].endswith(f"=={data['ort_version']}")
     if sys.platform.startswith("linux"):

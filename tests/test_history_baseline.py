@@ -371,15 +371,15 @@ def test_runs_outside_ci_never_pollute_a_history_of_ci_runs(db: str) -> None:
 def test_runs_record_whether_they_ran_on_ci(
     monkeypatch: pytest.MonkeyPatch, value: str | None, expected: bool
 ) -> None:
-    from pytest_ortperf import machine as env
+    from pytest_ortperf import machine
 
     if value is None:
         monkeypatch.delenv("CI", raising=False)
     else:
         monkeypatch.setenv("CI", value)
-    data = env.collect_environment()
+    data = machine.collect_environment()
     assert data["ci"] is expected
-    assert data["fingerprint"] == env.machine_fingerprint({**data, "ci": not expected})
+    assert data["fingerprint"] == machine.machine_fingerprint({**data, "ci": not expected})
 
 
 # -- machine classes ------------------------------------------------------------------------

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from ortperf_store_factories import ENV, GIT, OTHER_ENV, SESSION, latency, save
 
-from pytest_ortperf import machine as env
+from pytest_ortperf import machine
 from pytest_ortperf.gating import history
 from pytest_ortperf.gating.history import (
     MIN_RUNS,
@@ -295,7 +295,7 @@ def test_history_module_is_pure() -> None:
 
 TEST = "tests/test_m.py::test_model"
 MATCH: dict[str, Any] = {
-    "fingerprint": env.machine_fingerprint(ENV),
+    "fingerprint": machine.machine_fingerprint(ENV),
     "ort_version": ENV["ort_version"],
     "providers": list(SESSION.providers),
     "threads": SESSION.threads,
@@ -342,7 +342,7 @@ def test_run_medians_filters_on_fingerprint_and_session(history_store: Path) -> 
     loose = {k: MATCH[k] for k in ("fingerprint", "ort_version")}
     medians = run_medians(history_store, TEST, "latency", api="run", fingerprint=loose)
     assert medians == pytest.approx([v * MS for v in (1.00, 1.01, 6.00, 5.00, 1.03, 0.99)])
-    other = {**MATCH, "fingerprint": env.machine_fingerprint(OTHER_ENV)}
+    other = {**MATCH, "fingerprint": machine.machine_fingerprint(OTHER_ENV)}
     assert run_medians(history_store, TEST, "latency", api="run", fingerprint=other) == [
         pytest.approx(9.00 * MS)
     ]
@@ -381,7 +381,7 @@ def test_run_medians_last_before_and_predicate(history_store: Path) -> None:
         pytest.approx(6.00 * MS)
     ]
     view = seen[0]
-    assert view["fingerprint"] == env.machine_fingerprint(ENV)
+    assert view["fingerprint"] == machine.machine_fingerprint(ENV)
     assert view["cpu_model"] == ENV["cpu_model"] and view["logical_cores"] == 4
     assert view["providers"] == ("CPUExecutionProvider",)
     assert view["available_providers"] == ("CPUExecutionProvider",)
@@ -414,7 +414,7 @@ def test_run_medians_without_a_store(tmp_path: Path) -> None:
 
 
 def test_run_view_carries_the_environment_extra_keys(tmp_path: Path) -> None:
-    # Keys of env.collect_environment() without a column of their own (isa, ort_build...)
+    # Keys of machine.collect_environment() without a column of their own (isa, ort_build...)
     # live in environments.extra; a predicate sees them beside the columns.
     db = tmp_path / "results.sqlite"
     isa_env = {**ENV, "isa": ["avx2", "fma"], "ort_build": "cpu"}

@@ -24,7 +24,7 @@ from ortperf_store_factories import (
     save,
 )
 
-from pytest_ortperf import machine as env
+from pytest_ortperf import machine
 from pytest_ortperf.results import LatencyResult, MemoryResult, Record, record_from_dict
 from pytest_ortperf.store.connection import DEFAULT_STORE, resolve_store
 from pytest_ortperf.store.errors import StoreError
@@ -86,7 +86,7 @@ def test_round_trip(db: Path) -> None:
     assert two["extra"]["output_diffs"][0]["output"] == "y"
     assert one["commit"] == GIT["commit"]
     assert one["cpu_model"] == ENV["cpu_model"]
-    assert one["fingerprint"] == env.machine_fingerprint(ENV)
+    assert one["fingerprint"] == machine.machine_fingerprint(ENV)
     assert one["providers"] == ["CPUExecutionProvider"]
     assert one["started"] == pd.Timestamp(T0, unit="s", tz="UTC")
 
@@ -374,29 +374,31 @@ def test_concurrent_writers(db: Path) -> None:
     assert {t.split("_")[0] for t in frame["test"]} == {"t::w0", "t::w1"}
 
 
-# -- env ------------------------------------------------------------------------------------
+# -- machine facts ----------------------------------------------------------------------------
 
 
 def test_collect_environment() -> None:
-    data = env.collect_environment()
+    data = machine.collect_environment()
     for key in ("ort_version", "providers", "onnx_version", "numpy_version", "python_version"):
         assert key in data
     assert "CPUExecutionProvider" in data["providers"]
     assert data["logical_cores"] >= 1
-    assert data["fingerprint"] == env.machine_fingerprint(data)
+    assert data["fingerprint"] == machine.machine_fingerprint(data)
 
 
 def test_fingerprint_ignores_software() -> None:
-    base = env.machine_fingerprint(ENV)
+    base = machine.machine_fingerprint(ENV)
     assert len(base) == 12
-    assert env.machine_fingerprint({**ENV, "ort_version": "9.9", "python_version": "3.99"}) == base
-    assert env.machine_fingerprint({**ENV, "memory_bytes": (16 << 30) + 12345}) == base
-    assert env.machine_fingerprint({**ENV, "logical_cores": 8}) != base
-    assert env.machine_fingerprint({**ENV, "cpu_model": "Other"}) != base
+    assert (
+        machine.machine_fingerprint({**ENV, "ort_version": "9.9", "python_version": "3.99"}) == base
+    )
+    assert machine.machine_fingerprint({**ENV, "memory_bytes": (16 << 30) + 12345}) == base
+    assert machine.machine_fingerprint({**ENV, "logical_cores": 8}) != base
+    assert machine.machine_fingerprint({**ENV, "cpu_model": "Other"}) != base
 
 
 def test_git_info_outside_repo(tmp_path: Path) -> None:
-    assert env.git_info(tmp_path / "does-not-exist") == {
+    assert machine.git_info(tmp_path / "does-not-exist") == {
         "commit": None,
         "branch": None,
         "dirty": None,
@@ -412,18 +414,18 @@ def test_git_info_in_repo(tmp_path: Path) -> None:
     (tmp_path / "f.txt").write_text("1")
     git("add", "f.txt")
     git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "init")
-    info = env.git_info(tmp_path)
+    info = machine.git_info(tmp_path)
     assert info["branch"] == "trunk"
     assert info["dirty"] is False
     assert info["commit"] is not None and len(info["commit"]) == 40
     (tmp_path / "f.txt").write_text("2")
-    assert env.git_info(tmp_path)["dirty"] is True
-    assert env.git_info(tmp_path, {"CI_COMMIT_BRANCH": "main"})["branch"] == "trunk"
+    assert machine.git_info(tmp_path)["dirty"] is True
+    assert machine.git_info(tmp_path, {"CI_COMMIT_BRANCH": "main"})["branch"] == "trunk"
 
     # CI checks out a detached commit and names the branch in its variables
     git("checkout", "-q", "--detach")
-    assert env.git_info(tmp_path, {})["branch"] is None
-    assert env.git_info(tmp_path, {"CI_COMMIT_BRANCH": "main"})["branch"] == "main"
+    assert machine.git_info(tmp_path, {})["branch"] is None
+    assert machine.git_info(tmp_path, {"CI_COMMIT_BRANCH": "main"})["branch"] == "main"
     pull_request = {"GITHUB_REF_NAME": "12/merge", "GITHUB_HEAD_REF": "fix-gemm"}
-    assert env.git_info(tmp_path, pull_request)["branch"] == "fix-gemm"
-    assert env.git_info(tmp_path, {"GITHUB_REF_NAME": "12/merge"})["branch"] is None
+    assert machine.git_info(tmp_path, pull_request)["branch"] == "fix-gemm"
+    assert machine.git_info(tmp_path, {"GITHUB_REF_NAME": "12/merge"})["branch"] is None

@@ -462,7 +462,7 @@ def _boom(*args: Any, **kwargs: Any) -> Any:
 def test_a_store_failure_is_a_note_and_never_changes_the_exit_status(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, failure: str
 ) -> None:
-    from pytest_ortperf import machine as env
+    from pytest_ortperf import machine
 
     pytester.makepyfile(test_perf=STORE_SUITE)
     first = pytester.runpytest(*RUN)
@@ -477,7 +477,7 @@ def test_a_store_failure_is_a_note_and_never_changes_the_exit_status(
             "*results NOT stored: unexpected RuntimeError: boom in the store code; spooled to *"
         )
     else:
-        monkeypatch.setattr(env, "git_info", _boom)  # before the run could be spooled
+        monkeypatch.setattr(machine, "git_info", _boom)  # before the run could be spooled
         expected = "*results NOT stored: unexpected RuntimeError: boom in the store code"
     # (the JSON file needs git_info too)
     json_file = () if failure == "git_info crashes" else ("--ortperf-json=out.json",)

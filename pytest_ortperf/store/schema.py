@@ -113,7 +113,8 @@ profile_ops = sa.Table(
 
 INTERRUPTED = "interrupted"
 """Key of ``runs.extra`` (true: the run was stopped before all its tests ran, e.g. by
-Ctrl-C) and column of :func:`list_runs` and :func:`read_results`."""
+Ctrl-C) and column of :func:`~pytest_ortperf.store.read.list_runs` and
+:func:`~pytest_ortperf.store.read.read_results`."""
 
 MEASUREMENTS_VIEW = "ortperf_measurements"
 """A view for dashboards (Grafana, Metabase, plain SQL): one row per stored measurement with
@@ -156,7 +157,7 @@ MIGRATIONS: dict[int, Migration] = {1: _v1_to_v2}
 
 def _check_schema(conn: Connection, label: str, *, create: bool) -> None:
     """Create a new store, or check the version of an existing one and migrate it (when
-    writing: a reader of an older store reads it as it is, every query of this module
+    writing: a reader of an older store reads it as it is, every query of the store
     reading columns that version 1 has)."""
     tables = set(sa.inspect(conn).get_table_names())
     if schema_version.name not in tables:
