@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import math
 import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
+from pytest_ortperf import values
 from pytest_ortperf.gating.fingerprint import check_allowed
 from pytest_ortperf.gating.settings import (
     BASELINE_SOURCES,
@@ -23,7 +23,6 @@ from pytest_ortperf.gating.settings import (
 from pytest_ortperf.measuring.engine import EngineConfig
 from pytest_ortperf.reports.writer import JSON_FORMATS, ReportFiles
 from pytest_ortperf.text import did_you_mean
-from pytest_ortperf.units import parse_fraction, threshold_problem
 
 MARKER = "ortperf"
 
@@ -32,79 +31,26 @@ class MarkerError(ValueError):
     """A bad ``@pytest.mark.ortperf`` argument."""
 
 
-MAX_BUDGET_S = 600.0
-"""The longest budget of one measurement (10 minutes): a measurement ends within a few
-budgets (:meth:`~pytest_ortperf.measuring.engine.EngineConfig.cap_s`), and a larger value is far
-more likely a typo (or ``inf``) than a wish to time one model for an hour."""
-
-MIN_ALPHA = 1e-6
-"""The smallest significance level: the blocks a gated measurement needs grow like
-log2(1/alpha) (9 at 0.01, 22 at 1e-6, about a thousand at 1e-300), and a measurement stops
-at its hard cap, so a tinier alpha could never be reached."""
-
-_SECONDS = f"more than 0 s and at most {MAX_BUDGET_S:g} s"
-_THRESHOLD = "a fraction above 0 and below 1 such as 0.05, or a percentage up to 1000% such as 5%"
-_ALPHA = f"at least {MIN_ALPHA:g} and below 0.5, such as 0.01 or 1%"
+T = TypeVar("T")
 
 
-def _seconds(value: Any, what: str) -> float:
-    """A duration in seconds, finite, above 0 and at most :data:`MAX_BUDGET_S`."""
-    accepted = f"(accepted: {_SECONDS})"
-    try:
-        if isinstance(value, bool):  # float(True) is 1.0
-            raise TypeError
-        number = float(value)
-    except (TypeError, ValueError):
-        raise pytest.UsageError(
-            f"{what} must be a number of seconds, got {value!r} {accepted}"
-        ) from None
-    if math.isnan(number) or math.isinf(number):
-        raise pytest.UsageError(f"{what} must be finite, got {value!r} {accepted}")
-    if not number > 0:
-        raise pytest.UsageError(f"{what} must be positive, got {value!r} {accepted}")
-    if number > MAX_BUDGET_S:
-        raise pytest.UsageError(
-            f"{what} must be at most {MAX_BUDGET_S:g} s, got {value!r} {accepted}"
-        )
-    return number
+def _named(check: Callable[[Any], T]) -> Callable[[Any, str], T]:
+    """A shared value check (:mod:`pytest_ortperf.values`) as a parser of the setting
+    ``what``: a refused value is a usage error naming the setting first."""
+
+    def parse(value: Any, what: str) -> T:
+        try:
+            return check(value)
+        except values.BadValue as exc:
+            raise pytest.UsageError(exc.named(what)) from None
+
+    return parse
 
 
-def _fraction(value: Any, what: str, accepted: str) -> float:
-    """A positive finite fraction given as ``0.05`` or ``5%``."""
-    try:
-        if isinstance(value, bool):
-            raise ValueError(f"must be a fraction such as 0.05 or 5%, got {value!r}")
-        number = parse_fraction(value)
-    except ValueError as exc:
-        raise pytest.UsageError(f"{what} {exc} (accepted: {accepted})") from None
-    if not number > 0:
-        raise pytest.UsageError(f"{what} must be positive, got {value!r} (accepted: {accepted})")
-    return number
-
-
-def _threshold(value: Any, what: str) -> float:
-    """A slowdown threshold: ``0 < t < 1`` as a plain fraction, up to 1000% with ``%``.
-
-    A plain number of 1 or more is refused with the likely fix rather than guessed at: as a
-    fraction, ``5`` is 500% and would pass a tripled time as ``ok``.
-    """
-    number = _fraction(value, what, _THRESHOLD)
-    problem = threshold_problem(value, number)
-    if problem is not None:
-        named = f"{what}={str(value).strip()}" if problem.startswith("means") else what
-        raise pytest.UsageError(f"{named} {problem} (accepted: {_THRESHOLD})")
-    return number
-
-
-def _flag(value: Any, what: str) -> bool:
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in ("1", "true", "yes", "on"):
-        return True
-    if text in ("0", "false", "no", "off", ""):
-        return False
-    raise pytest.UsageError(f"{what} must be true or false, got {value!r}")
+_seconds = _named(values.seconds)
+_threshold = _named(values.threshold)
+_alpha = _named(values.alpha)
+_flag = _named(values.flag)
 
 
 @dataclass(frozen=True)
@@ -192,23 +138,6 @@ class OrtperfConfig:
         return replace(self.gate, **_overrides(marker, "gate"))
 
 
-def _alpha(value: Any, what: str) -> float:
-    """A one-sided significance level, :data:`MIN_ALPHA` <= alpha < 0.5."""
-    alpha = _fraction(value, what, _ALPHA)
-    if not alpha < 0.5:
-        raise pytest.UsageError(f"{what} must be below 0.5, got {alpha:g} (accepted: {_ALPHA})")
-    if alpha < MIN_ALPHA:
-        from pytest_ortperf.gating.rules import min_blocks_for
-
-        raise pytest.UsageError(
-            f"{what} must be at least {MIN_ALPHA:g}, got {value!r} (accepted: {_ALPHA}): the "
-            "blocks a gated measurement needs before a slowdown can be significant grow like "
-            f"log2(1/alpha) ({min_blocks_for(0.01)} at 0.01, {min_blocks_for(MIN_ALPHA)} at "
-            f"{MIN_ALPHA:g}), and a measurement stops at three times its budget"
-        )
-    return alpha
-
-
 def _latency_mode(value: Any, what: str) -> str:
     """``normalized`` or ``absolute``."""
     mode = str(value).strip().lower()
@@ -225,9 +154,6 @@ def _fingerprint_keys(value: Any, what: str) -> tuple[str, ...]:
     except ValueError as exc:
         raise pytest.UsageError(f"{what}: {exc}") from None
 
-
-MAX_HISTORY_WINDOW = 1000
-"""The most runs a history baseline pools (a larger window is a typo, or a slow query)."""
 
 _MACHINE = re.compile(r"[0-9a-f]{4,12}")
 
@@ -261,19 +187,19 @@ def _history_settings(
             f"them) or a unique prefix of at least 4 of them, got {value!r}"
         )
     value, what = option_or_ini("ortperf_history_window")
-    text = str(value).strip()
-    least, most = MIN_HISTORY_RUNS, MAX_HISTORY_WINDOW
-    accepted = f"(accepted: a whole number of runs from {least} to {most})"
-    if not text.isdigit():
-        raise pytest.UsageError(f"{what} must be a whole number of runs, got {value!r} {accepted}")
-    window = int(text)
-    if not least <= window <= most:
-        why = f": fewer than {least} runs never gate (their spread is too uncertain)"
-        raise pytest.UsageError(
-            f"{what} must be from {least} to {most}, got {value!r}"
-            f"{why if window < least else ''} {accepted}"
-        )
+    window = _window(value, what)
     return source, HistorySettings(branch=branch, machine=machine, window=window)
+
+
+_window = _named(
+    lambda value: values.count(
+        value,
+        MIN_HISTORY_RUNS,
+        values.MAX_HISTORY_WINDOW,
+        "runs",
+        below=f"fewer than {MIN_HISTORY_RUNS} runs never gate (their spread is too uncertain)",
+    )
+)
 
 
 MARKER_FIELDS: dict[str, tuple[str, str, Callable[[Any, str], Any]]] = {

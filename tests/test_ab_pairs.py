@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 
 from pytest_ortperf.gating.ab import (
-    MAX_PROCESSES,
     judge_ab,
     judge_ab_pairs,
     pair_runs,
@@ -21,6 +20,7 @@ from pytest_ortperf.measuring.engine import EngineConfig, Samples
 from pytest_ortperf.remote.sessions import interleave
 from pytest_ortperf.results import Outcome
 from pytest_ortperf.stats import wilson_interval
+from pytest_ortperf.values import MAX_PROCESSES
 
 
 def _pair(offset: float, noise: float, rng: np.random.Generator, n: int = 40) -> list[float]:

@@ -3,7 +3,9 @@
 Layers, top to bottom (README, "Layout"):
 
 - glue: ``plugin``, ``cli``, ``config``, ``state``, ``recorder``, ``xdist_serial``
-- families: ``reports`` (may use ``profiling`` and ``gating``), ``gating``, ``profiling``
+- families: ``reports`` (may use ``profiling`` and ``gating``), ``remote`` (the upgrade
+  gate's workers and ``ab()``: may use ``gating`` and ``profiling``), ``gating``,
+  ``profiling``
 - core: measuring, records, statistics, units, the store and the rest
 
 A module may import from its own layer's allowed set and below, never above.
@@ -22,11 +24,12 @@ import pytest_ortperf
 
 PACKAGE = Path(pytest_ortperf.__file__).parent
 GLUE = {"plugin", "cli", "config", "state", "recorder", "xdist_serial"}
-FAMILIES = {"gating", "reports", "profiling"}
+FAMILIES = {"gating", "reports", "profiling", "remote"}
 ALIASES = {"plots": "profiling"}
 """Modules that only re-export a family's names at a documented import path."""
 MAY_USE = {
     "reports": {"profiling", "gating"},
+    "remote": {"profiling", "gating"},
     "gating": set(),
     "profiling": set(),
 }
@@ -148,3 +151,32 @@ def test_public_api_is_declared_and_importable() -> None:
     for name in names:
         assert getattr(pytest_ortperf, name) is not None, name
     assert set(dir(pytest_ortperf)) >= set(names)
+
+
+def _modules_after(code: str, cwd: Path) -> set[str]:
+    """The modules a fresh interpreter holds after running ``code`` in ``cwd``."""
+    script = f"import sys\n{code}\nprint(' '.join(sorted(sys.modules)), file=sys.stderr)\n"
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, cwd=cwd, timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    return set(out.stderr.splitlines()[-1].split())
+
+
+def test_ortperf_ab_help_and_runs_import_no_pytest(tmp_path: Path) -> None:
+    # The command outside pytest loads neither pytest nor the fixture's recorder: `ab`
+    # runs pytest_ortperf.remote.ab, `runs` reads a real store.
+    from ortperf_store_factories import latency, save
+
+    store = tmp_path / "results.sqlite"
+    save(store, [latency("t.py::test_a")])
+    run = "from pytest_ortperf.cli import main\ncode = main({argv!r})\n"
+    helped = _modules_after(run.format(argv=["ab", "--help"]) + "assert code == 0, code", tmp_path)
+    listed = _modules_after(
+        run.format(argv=["runs", "--store", str(store)]) + "assert code == 0, code", tmp_path
+    )
+    for loaded in (helped, listed):
+        assert "pytest_ortperf.cli" in loaded  # the command ran
+        assert not {m for m in loaded if m.split(".")[0] in ("pytest", "_pytest")}
+        assert "pytest_ortperf.recorder" not in loaded
+    assert "sqlalchemy" in listed  # the store was read

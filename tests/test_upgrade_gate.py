@@ -21,12 +21,13 @@ import numpy as np
 import onnx
 import pytest
 
-from pytest_ortperf.cli import ab, main
+from pytest_ortperf.cli import main
 from pytest_ortperf.gating.ab import histogram_changes, judge_ab
 from pytest_ortperf.measuring.engine import EngineConfig
 from pytest_ortperf.measuring.feeds import make_feeds
 from pytest_ortperf.models import attention, linear_regression
-from pytest_ortperf.recorder import remote_profile
+from pytest_ortperf.remote.ab import ab
+from pytest_ortperf.remote.profiles import remote_profile
 from pytest_ortperf.remote.sessions import (
     RemoteEnvironment,
     WorkerError,
@@ -392,6 +393,30 @@ def test_cli_ab_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert "--feeds" in capsys.readouterr().err
 
 
+AB_RUN = """
+import sys
+from pytest_ortperf.cli import main
+code = main(sys.argv[1:])
+loaded = sorted(m for m in sys.modules if m.split(".")[0] in ("pytest", "_pytest"))
+print(code, " ".join(loaded + [m for m in sys.modules if m == "pytest_ortperf.recorder"]))
+"""
+
+
+def test_ortperf_ab_runs_without_pytest(tmp_path: Path) -> None:
+    """Issue 21: ``ortperf ab`` measures through ``pytest_ortperf.remote.ab``, which loads
+    neither pytest nor the fixture's recorder (it did through the recorder before)."""
+    model = tmp_path / "m.onnx"
+    onnx.save(attention(), model)
+    argv = ["ab", str(model), "--a", sys.executable, "--b", sys.executable, "--dim", "B=1",
+            "--budget", "0.05", "--profile-runs", "1", "--processes", "1"]  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-c", AB_RUN, *argv], capture_output=True, text=True, timeout=300
+    )
+    status, _, loaded = out.stdout.strip().splitlines()[-1].partition(" ")
+    assert status in ("0", "1"), out.stderr
+    assert loaded == "", f"ortperf ab loaded {loaded}"
+
+
 def test_cli_ab_with_own_feeds(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     model = tmp_path / "m.onnx"
     onnx.save(attention(), model)
@@ -495,7 +520,7 @@ def test_ab_measures_several_process_pairs(no_leftovers: None) -> None:
     text = "\n".join(result.lines())
     assert "from 2 worker-process pairs" in text and "each process pair read B / A = " in text
     assert json.loads(json.dumps(result.to_dict()))["pairs"] == list(result.pairs)
-    with pytest.raises(ValueError, match="processes must be between 1 and 16"):
+    with pytest.raises(ValueError, match="processes must be from 1 to 16, got 0"):
         ab(attention(), sys.executable, sys.executable, processes=0)
 
 
@@ -515,7 +540,7 @@ def test_cli_ab_processes_bounded(tmp_path: Path, capsys: pytest.CaptureFixture[
     onnx.save(attention(), model)
     args = ["ab", str(model), "--a", sys.executable, "--b", sys.executable]
     assert main([*args, "--processes", "17"]) == 2
-    assert "between 1 and 16, got 17" in capsys.readouterr().err
+    assert "argument --processes: must be from 1 to 16, got '17'" in capsys.readouterr().err
     assert main([*args, "--processes", "x"]) == 2
 
 

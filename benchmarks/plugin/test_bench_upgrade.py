@@ -34,12 +34,12 @@ from onnx import TensorProto
 from onnx import helper as oh
 
 from pytest_ortperf import models
-from pytest_ortperf.cli import ab
 from pytest_ortperf.measuring.calls import make_call
 from pytest_ortperf.measuring.engine import NS, PREEMPTED_BELOW, Engine, EngineConfig
 from pytest_ortperf.measuring.feeds import input_specs, make_feeds
 from pytest_ortperf.measuring.session import OrtSession
 from pytest_ortperf.recorder import measure_ab
+from pytest_ortperf.remote.ab import ab
 from pytest_ortperf.remote.sessions import RemoteEnvironment, order, pin_together, shared_feeds
 from pytest_ortperf.remote.venvs import EnvSpec, ensure
 from pytest_ortperf.stats import paired_ratio

@@ -61,7 +61,7 @@ NS = 1e-9
 MAX_SECONDS = 600.0
 """The longest duration a measurement argument may ask for (a throughput level's
 ``seconds``, a cold start's ``budget`` and ``timeout``): the same 10 minutes as
-``--ortperf-budget``'s bound, ``pytest_ortperf.config.MAX_BUDGET_S``."""
+``--ortperf-budget``'s bound, ``pytest_ortperf.values.MAX_BUDGET_S``."""
 
 
 def check_count(what: str, value: object, low: int, high: int) -> int:
@@ -99,6 +99,16 @@ def check_seconds(what: str, value: object, high: float = MAX_SECONDS) -> float:
 
 class WarmupWarning(UserWarning):
     """A target's block times had not settled when its warm-up bound ran out."""
+
+
+def unsettled_warning(name: str) -> WarmupWarning:
+    """The :class:`WarmupWarning` of target ``name``, in words."""
+    return WarmupWarning(
+        f"ortperf: {name!r}: block times had not settled when the warm-up bound ran out "
+        "(the last blocks' times still differed); the first samples may "
+        "include warm-up. Run the target a few times before measuring, or check for "
+        "load on the machine"
+    )
 
 
 def settled(times: Sequence[float], window: int, tolerance: float) -> bool:

@@ -377,3 +377,27 @@ def check_value(spec: InputSpec, value: Any) -> np.ndarray[Any, Any]:
         array = array.astype(object)
     check_shape(spec, array.shape)
     return np.require(array, requirements="C")
+
+
+def numbers_as_dtype(spec: InputSpec, numbers: Sequence[int | float]) -> np.ndarray[Any, Any]:
+    """``numbers`` as a 1-D array of ``spec``'s dtype (``ortperf profile --value``): a
+    :class:`FeedError` for an input that takes no numbers, or a number its dtype cannot
+    hold (beyond a float's range, not 0 or 1 for a bool, not a whole number in an integer's
+    range); NaN and infinities are floats' own."""
+    dtype = ORT_TYPE_TO_DTYPE.get(spec.type)
+    if dtype is None or dtype.kind not in "biuf":
+        raise FeedError(f"input {spec.name!r} has type {spec.type}, which takes no numbers")
+    for n in numbers:
+        if dtype.kind == "f":
+            ok = not math.isfinite(n) or math.isfinite(float(np.asarray(n, dtype=dtype)))
+            why = f"beyond the range of {dtype}"
+        elif dtype.kind == "b":
+            ok, why = n in (0, 1), "not 0 or 1 (a boolean)"
+        else:
+            info = np.iinfo(dtype)
+            whole = isinstance(n, int) or n.is_integer()
+            ok = whole and info.min <= n <= info.max
+            why = f"not a whole number from {info.min} to {info.max}"
+        if not ok:
+            raise FeedError(f"{n} is {why}: input {spec.name!r} is {spec.type}")
+    return np.asarray(numbers, dtype=dtype)

@@ -24,14 +24,10 @@ from pytest_ortperf.measuring.outputs import OutputMismatch
 from pytest_ortperf.measuring.records import comparison, merge_runs
 from pytest_ortperf.measuring.session import watches_cpu
 from pytest_ortperf.recorder.facade import Recorder
-from pytest_ortperf.recorder.remote import (
-    check_outputs_ab,
-    measure_ab,
-    profile_lines,
-    profile_runs_for,
-    remote_profile,
-)
+from pytest_ortperf.recorder.remote import measure_ab
 from pytest_ortperf.recorder.unsettled import warn_unsettled
+from pytest_ortperf.remote.ab import check_outputs_ab
+from pytest_ortperf.remote.profiles import profile_lines, profile_runs_for, remote_profile
 
 __all__ = [
     "OutputMismatch",

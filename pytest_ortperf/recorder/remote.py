@@ -1,12 +1,11 @@
 """Sessions of ``ort_env`` (remote sessions, measured in worker processes by
 :mod:`pytest_ortperf.remote.sessions`): compared, ranked, profiled and recorded as local
-ones are. ``ortperf ab`` measures and profiles its arms with the same functions."""
+ones are. Their outputs are checked and their profiles taken as ``ortperf ab`` does
+(:mod:`pytest_ortperf.remote.ab`, :mod:`pytest_ortperf.remote.profiles`)."""
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_ortperf.measuring.engine import StopRule, config_of
@@ -18,13 +17,14 @@ from pytest_ortperf.recorder.deciding import decide, judge_ab
 from pytest_ortperf.recorder.ranking import ranking_frame
 from pytest_ortperf.recorder.targets import Feeds
 from pytest_ortperf.recorder.unsettled import warn_unsettled
+from pytest_ortperf.remote.ab import check_outputs_ab
+from pytest_ortperf.remote.profiles import profile_lines, profile_runs_for
 from pytest_ortperf.results import Comparison, OutputDiff
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from pytest_ortperf.measuring.engine import EngineConfig
-    from pytest_ortperf.profiling.parse import Profile
     from pytest_ortperf.remote.sessions import RemoteSession
 
 
@@ -54,97 +54,6 @@ def measure_ab(
         arm_result(test, f"{name}:candidate", api, cand_s, candidate, measured),
         name, confidence, tuple(diffs),
     )  # fmt: skip
-
-
-def check_outputs_ab(
-    reference: RemoteSession,
-    candidate: RemoteSession,
-    feeds: Feeds,
-    *,
-    api: str,
-    atol: float,
-    rtol: float,
-    what: str,
-) -> list[OutputDiff]:
-    """Both sessions' outputs on the same feeds, checked with the usual tolerances
-    (:func:`pytest_ortperf.measuring.outputs.verify_outputs`)."""
-    from pytest_ortperf.remote.sessions import Arms
-
-    ref_out, cand_out = Arms(reference, candidate, feeds, api).outputs()
-    return verify_outputs(
-        reference.output_names, ref_out, cand_out, atol=atol, rtol=rtol, what=what
-    )
-
-
-PROFILE_ROUNDS = 2
-"""Profiles taken of each arm, alternately (A B B A): the least disturbed one of each
-(the lowest kernel time per run) is compared. One profile of a few runs of a small model
-read 40% apart from the next one of the same session on a busy machine."""
-
-
-PROFILE_SECONDS = 0.05
-"""Seconds of (unprofiled) calls a profile covers at least: a few runs of a model of
-microseconds say little (200 runs of a 13 us attention block read within 3-8% from one
-profile to the next here, 20 runs within 40%)."""
-
-MAX_PROFILE_RUNS = 1000
-
-
-def profile_runs_for(seconds_per_call: float, minimum: int) -> int:
-    """Runs of a profile: at least ``minimum``, and enough for :data:`PROFILE_SECONDS`."""
-    if not seconds_per_call > 0:
-        return minimum
-    return max(minimum, min(MAX_PROFILE_RUNS, int(PROFILE_SECONDS / seconds_per_call)))
-
-
-def remote_profile(session: RemoteSession, feeds: Feeds, *, runs: int, warmup: int = 3) -> Profile:
-    """A profile of ``runs`` calls of a remote session, taken in its worker on a separate
-    profiling session (outside any timed run), parsed here; its file is removed."""
-    from pytest_ortperf.profiling.parse import read_profile
-
-    with tempfile.TemporaryDirectory(prefix="ortperf-profile-") as tmp:
-        path = session.profile_to(Path(tmp), feeds, runs=runs, warmup=warmup)
-        profile = read_profile(path, keep_events=True)
-    profile.source = None
-    return profile.select_runs(warmup)
-
-
-def least_disturbed(
-    sessions: Sequence[RemoteSession], feeds: Feeds, runs: int, rounds: int = PROFILE_ROUNDS
-) -> list[Profile]:
-    """Each session's profile with the lowest kernel time per run, of ``rounds`` taken in
-    alternating order (each round reverses the previous one)."""
-    from pytest_ortperf.remote.sessions import order
-
-    taken: list[list[Profile]] = [[] for _ in sessions]
-    for r in range(rounds):
-        for i in order(r, len(sessions)):
-            taken[i].append(remote_profile(sessions[i], feeds, runs=runs))
-    return [min(profiles, key=lambda p: p.kernel_us_per_run()) for profiles in taken]
-
-
-def profile_lines(
-    reference: RemoteSession, candidate: RemoteSession, feeds: Feeds, *, runs: int = 20
-) -> list[str]:
-    """Which op types got slower or faster, reference -> candidate: each profiled in its
-    own worker, outside the timed runs (time per run of each op type, and counts), the
-    least disturbed of :data:`PROFILE_ROUNDS` profiles of each."""
-    from pytest_ortperf.profiling.parse import compare_profiles
-
-    base, other = least_disturbed([reference, candidate], feeds, runs)
-    diff = compare_profiles(base, other)
-    frame = diff.by_op
-    lines = [f"kernel time per run: {diff.base_kernel_us:.1f} -> {diff.optimized_kernel_us:.1f} us"]
-    moved = (frame["optimized_us"] - frame["base_us"]).abs().sort_values(ascending=False)
-    for pos in moved.index[:8]:
-        row = frame.loc[pos]
-        before, after = float(row["base_us"]), float(row["optimized_us"])
-        if before == after:
-            continue
-        change = f" ({after / before - 1:+.1%})" if before > 0 else " (new)"
-        count = f", count {row['change']}" if row["change"] else ""
-        lines.append(f"  {row['op_type']}: {before:.1f} -> {after:.1f} us/run{change}{count}")
-    return lines
 
 
 def compare(

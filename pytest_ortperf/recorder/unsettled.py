@@ -7,7 +7,7 @@ import sys
 import warnings
 import weakref
 
-from pytest_ortperf.measuring.engine import Samples, WarmupWarning
+from pytest_ortperf.measuring.engine import Samples, unsettled_warning
 from pytest_ortperf.recorder.context import Context
 
 PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
@@ -41,12 +41,4 @@ def warn_unsettled(name: str, *arms: Samples) -> None:
         if key in given:
             return
         given.add(key)
-    warnings.warn(
-        WarmupWarning(
-            f"ortperf: {name!r}: block times had not settled when the warm-up bound ran out "
-            "(the last blocks' times still differed); the first samples may "
-            "include warm-up. Run the target a few times before measuring, or check for "
-            "load on the machine"
-        ),
-        stacklevel=level,
-    )
+    warnings.warn(unsettled_warning(name), stacklevel=level)
