@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_ortperf.gating.gate import Decision, Gate, GateFailure
-from pytest_ortperf.gating.settings import GateSettings
+from pytest_ortperf.gating.settings import DEFAULT_ALPHA, GateSettings
 from pytest_ortperf.measuring.engine import EngineConfig, Samples, TimingEngine, config_of
 from pytest_ortperf.measuring.records import latency_result
 from pytest_ortperf.recorder.recording import Recording
@@ -19,9 +19,6 @@ from pytest_ortperf.recorder.targets import session_info, warmed
 if TYPE_CHECKING:
     from pytest_ortperf.measuring.session import OrtSession
     from pytest_ortperf.results import LatencyResult, Record, Verdict
-
-DEFAULT_ALPHA = 0.01
-"""The false-alarm rate of rules judged where no gate runs (``--ortperf-update``, smoke)."""
 
 
 class Context:
@@ -61,7 +58,8 @@ class Context:
 
     @property
     def alpha(self) -> float:
-        """The gate's alpha, else :data:`DEFAULT_ALPHA`."""
+        """The gate's alpha; where no gate runs (``--ortperf-update``, smoke), the default
+        (:data:`~pytest_ortperf.gating.settings.DEFAULT_ALPHA`)."""
         return self.gate.settings.alpha if self.gate is not None else DEFAULT_ALPHA
 
     @property
