@@ -37,8 +37,8 @@ from pytest_ortperf.gating.placement import (
 )
 from pytest_ortperf.gating.rules import judge_structure
 from pytest_ortperf.measuring.session import OrtSession
+from pytest_ortperf.profiling.ep_assignment import session_placement
 from pytest_ortperf.profiling.parse import read_profile
-from pytest_ortperf.profiling.placement import session_placement
 from pytest_ortperf.results import Comparison, LatencyResult, Outcome, SessionInfo
 
 DATA = Path(__file__).parent / "data" / "profiles"

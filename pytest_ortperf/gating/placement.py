@@ -1,7 +1,7 @@
 """Placement: which execution provider each node ran on, as part of the structure metric.
 
 A placement maps a node name to its ``(op type, provider)``. It comes from onnxruntime's
-node assignment (:func:`pytest_ortperf.profiling.placement.session_placement`) or from a
+node assignment (:func:`pytest_ortperf.profiling.ep_assignment.session_placement`) or from a
 profile (:meth:`Profile.placement`); a
 baseline entry keeps it per role as ``placements: {role: {node: [op type, provider]}}``.
 

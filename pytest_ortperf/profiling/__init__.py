@@ -6,6 +6,8 @@
 - :mod:`~pytest_ortperf.profiling.compare`: two profiles side by side (``compare_profiles``).
 - :mod:`~pytest_ortperf.profiling.run`: a profiling session of its own (``profile_session``).
 - :mod:`~pytest_ortperf.profiling.memory`: peak memory of the process (``peak_memory``).
+- :mod:`~pytest_ortperf.profiling.ep_assignment`: the execution provider onnxruntime
+  assigned each node (``session_placement``), as the gate's placement check reads it.
 - :mod:`~pytest_ortperf.profiling.attribution`: which op types moved when a ratio regressed.
 - :mod:`~pytest_ortperf.profiling.plots`: matplotlib figures (the ``plots`` extra).
 """

@@ -85,7 +85,7 @@ def session_info(session: OrtSession, structure: bool) -> SessionInfo:
     info = session.info(with_histogram=structure)
     if not structure:
         return info
-    from pytest_ortperf.profiling.placement import session_placement
+    from pytest_ortperf.profiling.ep_assignment import session_placement
 
     placement = tuple((n, op, p) for n, (op, p) in session_placement(session).items())
     return dataclasses.replace(info, placement=placement)
