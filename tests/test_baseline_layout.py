@@ -18,13 +18,12 @@ from pytest_ortperf.gating.baseline import (
     RAW_FIELDS,
     BaselineError,
     baseline_path,
-    entry_from_record,
     load_baseline,
-    round_floats,
     samples_path,
     update_baseline,
     write_baseline,
 )
+from pytest_ortperf.gating.baseline_entries import entry_from_record, round_floats
 
 MODULE = "tests/test_models.py"
 

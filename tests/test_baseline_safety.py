@@ -18,7 +18,6 @@ from test_gating_baseline import ENV, SAMPLES, TEST, latency_record, local_entri
 
 from pytest_ortperf.files import LockTimeout, file_lock, remove_stale_temps
 from pytest_ortperf.gating.baseline import (
-    MAX_ENTRY_DEPTH,
     SCHEMA_VERSION,
     Baseline,
     BaselineError,
@@ -30,6 +29,7 @@ from pytest_ortperf.gating.baseline import (
     update_baseline,
     write_baseline,
 )
+from pytest_ortperf.gating.baseline_schema import MAX_ENTRY_DEPTH
 
 MODULE = "tests/test_models.py"
 BOTH = ["test_models.json", "test_models.samples.json"]  # a baseline and its raw numbers

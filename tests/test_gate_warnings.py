@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from pytest_ortperf.gating.baseline import judge_entry, measurement_warnings
+from pytest_ortperf.gating.baseline_judge import judge_entry, measurement_warnings
 from pytest_ortperf.results import Outcome
 
 

@@ -10,13 +10,10 @@ from typing import Any
 import pytest
 
 from pytest_ortperf.gating.baseline import (
-    ENVIRONMENT_KEYS,
     SCHEMA_VERSION,
     Baseline,
     BaselineError,
     baseline_path,
-    entry_from_record,
-    judge_entry,
     load_baseline,
     plan_update,
     prune_unused,
@@ -24,6 +21,8 @@ from pytest_ortperf.gating.baseline import (
     unused_entries,
     write_baseline,
 )
+from pytest_ortperf.gating.baseline_entries import ENVIRONMENT_KEYS, entry_from_record
+from pytest_ortperf.gating.baseline_judge import judge_entry
 from pytest_ortperf.results import Comparison, LatencyResult, Outcome, SessionInfo
 
 TEST = "tests/test_models.py::test_fused"
@@ -466,7 +465,7 @@ def test_judge_entry_absolute_latency_against_earlier_runs() -> None:
 def local_entries() -> dict[str, dict[str, Any]]:
     """Entries as ``--ortperf-update`` writes them: keyed and tagged by the test's id
     inside its module."""
-    from pytest_ortperf.gating.baseline import entry_key, local_record
+    from pytest_ortperf.gating.baseline_entries import entry_key, local_record
 
     out = {}
     for record in (compare_record(RATIOS), latency_record(SAMPLES)):

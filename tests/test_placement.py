@@ -21,13 +21,12 @@ from pytest_ortperf import models
 from pytest_ortperf.gating.baseline import (
     Baseline,
     BaselineError,
-    entry_from_record,
-    judge_entry,
     load_baseline,
-    placements,
     plan_update,
     write_baseline,
 )
+from pytest_ortperf.gating.baseline_entries import entry_from_record, placements
+from pytest_ortperf.gating.baseline_judge import judge_entry
 from pytest_ortperf.gating.placement import (
     CPU,
     add_placement,

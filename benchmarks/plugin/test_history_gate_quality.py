@@ -26,7 +26,7 @@ drives the history gate's rules with seeded histories of 10 runs, one of them an
 run, and an unchanged current run (issue 22: 2.3 to 3.1% false alarms, and ``ok`` with an
 interval of [-9.2%, +21.4%]): latencies through
 :func:`~pytest_ortperf.gating.history.judge_against_runs` (between-run spread 1 to 3%),
-ratios through :func:`~pytest_ortperf.gating.baseline.judge_entry` on the entry
+ratios through :func:`~pytest_ortperf.gating.baseline_judge.judge_entry` on the entry
 :func:`~pytest_ortperf.gating.history_baseline.pooled_compare` makes (25 blocks a run, 1%
 block noise, between-run spread 0.3 to 2%). Targets: at most 1% false alarms; never ``ok``
 with an interval reaching past twice the threshold. ``ORTPERF_HG_SIM`` [2000] histories a
@@ -152,7 +152,7 @@ OUTLIERS = (0.0, -0.30, -0.15, -0.05, 0.05, 0.15, 0.30, 1.0)
 def test_history_rules_with_an_outlier_run(record_property: Callable[[str, object], None]) -> None:
     import numpy as np
 
-    from pytest_ortperf.gating.baseline import judge_entry
+    from pytest_ortperf.gating.baseline_judge import judge_entry
     from pytest_ortperf.gating.history import judge_against_runs
 
     draws = _env_int("ORTPERF_HG_SIM", 2000)

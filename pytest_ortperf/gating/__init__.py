@@ -2,7 +2,10 @@
 
 - :mod:`~pytest_ortperf.gating.rules`: the pure decision rules (structure, ratio, latency).
 - :mod:`~pytest_ortperf.gating.baseline`: the baseline file format, and the pure plan of
-  what a run writes, prunes and reports unused.
+  what a run writes, prunes and reports unused;
+  :mod:`~pytest_ortperf.gating.baseline_schema`: what an entry must hold (checked with
+  msgspec); :mod:`~pytest_ortperf.gating.baseline_entries`: entries from records;
+  :mod:`~pytest_ortperf.gating.baseline_judge`: a record judged against its entry.
 - :mod:`~pytest_ortperf.gating.gate`: the per-test gate the recorder judges with.
 - :mod:`~pytest_ortperf.gating.settings`: the gate's own settings record.
 - :mod:`~pytest_ortperf.gating.fingerprint`: what must match between a run and its

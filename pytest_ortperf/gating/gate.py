@@ -13,17 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar
 
-from pytest_ortperf.gating.baseline import (
-    Baseline,
-    BaselineError,
-    baseline_path,
-    entry_key,
-    judge_entry,
-    load_baseline,
-    local_record,
-    ratio_baseline_of,
-    split_nodeid,
-)
+from pytest_ortperf.gating.baseline import Baseline, BaselineError, baseline_path, load_baseline
+from pytest_ortperf.gating.baseline_entries import entry_key, local_record, split_nodeid
+from pytest_ortperf.gating.baseline_judge import judge_entry, ratio_baseline_of
 from pytest_ortperf.gating.rules import (
     CHECK_PAIRS,
     decide_early,

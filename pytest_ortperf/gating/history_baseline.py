@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_ortperf.gating.baseline import ENVIRONMENT_KEYS, ROLES, local_record
+from pytest_ortperf.gating.baseline_entries import ENVIRONMENT_KEYS, ROLES, local_record
 from pytest_ortperf.gating.fingerprint import (
     LATENCY_KEYS,
     RATIO_KEYS,
@@ -284,7 +284,7 @@ def judge_runs(
     the history that ends at run ``run_a`` (``ortperf compare``): the newest ``window``
     complete runs up to ``run_a`` on its branch and machine class, pooled as the history
     gate pools them (:func:`pooled_compare`, :func:`history_medians`) and judged by the
-    gate's own rules (:func:`~pytest_ortperf.gating.baseline.judge_entry`,
+    gate's own rules (:func:`~pytest_ortperf.gating.baseline_judge.judge_entry`,
     :func:`~pytest_ortperf.gating.history.judge_against_runs`). A comparison with fewer
     than :data:`MIN_HISTORY_RUNS` such runs is judged against run ``run_a`` alone, as a
     baseline file written from it would be; a latency is then not gated (text: how many
@@ -293,7 +293,8 @@ def judge_runs(
     caller falls back to the two runs alone, which says why).
     ``listed`` is the store's :func:`~pytest_ortperf.store.read.list_runs` (read once for many
     measurements; None: read here). Raises StoreError."""
-    from pytest_ortperf.gating.baseline import entry_from_record, judge_entry
+    from pytest_ortperf.gating.baseline_entries import entry_from_record
+    from pytest_ortperf.gating.baseline_judge import judge_entry
     from pytest_ortperf.gating.history import judge_against_runs
     from pytest_ortperf.store.history import branch_records
     from pytest_ortperf.store.read import list_runs
