@@ -27,6 +27,7 @@ from pytest_ortperf.cli.common import (
     write_text,
 )
 from pytest_ortperf.cli.inputs import add_dim_and_shape, cli_spelling
+from pytest_ortperf.gating.settings import DEFAULT_ALPHA
 from pytest_ortperf.remote.ab import AB_PROCESSES
 from pytest_ortperf.text import escape_control
 
@@ -143,9 +144,9 @@ def add_ab(sub: Subparsers, common: argparse.ArgumentParser) -> None:
         help="largest slowdown of B tolerated, e.g. 5%% or 0.05 (default 5%%)",
     )  # fmt: skip
     p.add_argument(
-        "--alpha", type=ALPHA, default=0.01,
+        "--alpha", type=ALPHA, default=DEFAULT_ALPHA,
         help=f"one-sided significance of a regression, {values.MIN_ALPHA:g} to below "
-        f"{values.MAX_ALPHA:g} (default 0.01)",
+        f"{values.MAX_ALPHA:g} (default {DEFAULT_ALPHA:g})",
     )  # fmt: skip
     p.add_argument(
         "--profile-runs", type=counted(0, values.MAX_PROFILED_RUNS, "runs"), default=20,

@@ -21,7 +21,7 @@ from pytest_ortperf.cli.common import (
     store_of,
 )
 from pytest_ortperf.cli.ids import fit_first_column
-from pytest_ortperf.gating.settings import MIN_HISTORY_RUNS
+from pytest_ortperf.gating.settings import DEFAULT_ALPHA, MIN_HISTORY_RUNS
 from pytest_ortperf.gating.two_runs import NOT_GATED
 from pytest_ortperf.results import Outcome, Verdict
 from pytest_ortperf.units import format_change, format_interval, format_metric
@@ -189,10 +189,10 @@ def add_compare(sub: Subparsers, common: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--alpha",
         type=ALPHA,
-        default=0.01,
+        default=DEFAULT_ALPHA,
         help="one-sided significance level of the rank tests, as ini ortperf_alpha, "
-        f"{values.MIN_ALPHA:g} to below {values.MAX_ALPHA:g} (default 0.01); intervals are "
-        "at confidence 1 - 2 * alpha",
+        f"{values.MIN_ALPHA:g} to below {values.MAX_ALPHA:g} (default {DEFAULT_ALPHA:g}); "
+        "intervals are at confidence 1 - 2 * alpha",
     )
     p.add_argument(
         "--window",

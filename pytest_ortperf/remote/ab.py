@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pytest_ortperf.gating.settings import DEFAULT_ALPHA
 from pytest_ortperf.results import Outcome
 from pytest_ortperf.units import format_ratio_interval, format_seconds
 
@@ -130,7 +131,7 @@ def ab(
     threads: int = 1,
     budget_s: float = 2.0,
     threshold: float = 0.05,
-    alpha: float = 0.01,
+    alpha: float = DEFAULT_ALPHA,
     api: str = "iobinding",
     atol: float = 1e-4,
     rtol: float = 1e-3,
