@@ -528,17 +528,17 @@ def ortperf(request: pytest.FixtureRequest) -> Generator[Recorder, None, None]:
 def _gate(state: OrtperfState, settings: GateSettings) -> Gate:
     """The gate of one test: against the baseline files, or the store's history."""
     from pytest_ortperf.gating.gate import Gate
-    from pytest_ortperf.state import environment, history
+    from pytest_ortperf.state import history, machine_facts
 
     if state.settings.baseline != "history":
-        return Gate(settings, state.baselines, environment, history(state))
+        return Gate(settings, state.baselines, machine_facts, history(state))
     from pytest_ortperf.gating.history_baseline import HistoryBaselines, HistoryGate
 
     def this_machine() -> str:
-        return str(environment()["fingerprint"])
+        return str(machine_facts()["fingerprint"])
 
     source = HistoryBaselines(state.store_target(), state.settings.history, this_machine)
-    return HistoryGate(settings, source, environment)
+    return HistoryGate(settings, source, machine_facts)
 
 
 @pytest.hookimpl(tryfirst=True)

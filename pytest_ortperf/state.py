@@ -27,8 +27,9 @@ if TYPE_CHECKING:
 
 
 @cache
-def environment() -> Mapping[str, Any]:
-    """This machine and its onnxruntime (collected once per process)."""
+def machine_facts() -> Mapping[str, Any]:
+    """This machine and its onnxruntime, as the store and fingerprints record them
+    (:func:`pytest_ortperf.machine.collect_environment`, collected once per process)."""
     from pytest_ortperf.machine import collect_environment
 
     return collect_environment()
@@ -59,7 +60,7 @@ def history(state: OrtperfState) -> Callable[[Mapping[str, Any]], list[float] | 
         from pytest_ortperf.store.errors import StoreError
         from pytest_ortperf.store.history import run_medians
 
-        env = environment()
+        env = machine_facts()
         session = record.get("session") or {}
         # Every key of the latency fingerprint the store keeps (the machine hash stands for
         # CPU model, cores, memory and OS).
@@ -237,7 +238,7 @@ class OrtperfState:
             finished=time.time(),
             command_line=redact_url(command_line, target),
             git=git_info(config.rootpath),
-            environment=environment(),
+            environment=machine_facts(),
             records=list(self.records),
             profiles=dict(self.profiles),
             interrupted=interrupted,
@@ -292,9 +293,9 @@ class OrtperfState:
             baseline_path,
             plan_baselines,
             some_keys,
+            split_nodeid,
             update_baseline,
         )
-        from pytest_ortperf.gating.baseline_entries import split_nodeid
 
         # Each module is planned with its own records and tests only (one pass over them).
         records: dict[str, list[dict[str, Any]]] = {}
@@ -315,7 +316,7 @@ class OrtperfState:
                         path,
                         module,
                         records.get(module, []),
-                        environment(),
+                        machine_facts(),
                         passed=passed.get(module, set()),
                         collected=collected.get(module, set()),
                         partial=partial,
@@ -335,7 +336,7 @@ class OrtperfState:
                 plan = plan_baselines(
                     {module: loaded},
                     records.get(module, []),
-                    environment(),
+                    machine_facts(),
                     passed=passed.get(module, set()),
                     collected=collected.get(module, set()),
                     update=update,
@@ -359,7 +360,7 @@ class OrtperfState:
         run = RunInfo(
             started=self.started,
             finished=time.time(),
-            environment=dict(environment()),
+            environment=dict(machine_facts()),
             git=git_info(config.rootpath),
             settings={
                 "budget_s": settings.budget_s,

@@ -68,10 +68,10 @@ def judged(
     if not budgets or not ctx.measured:
         return result
     from pytest_ortperf.gating.slo import judge_all
-    from pytest_ortperf.state import environment
+    from pytest_ortperf.state import machine_facts
 
     if verdicts is None:
-        env = environment()
+        env = machine_facts()
         verdicts = judge_all(
             budgets, values_of, ctx.alpha, unit=unit,
             cpu_model=env.get("cpu_model"), cpus=env.get("effective_cpus"),
@@ -109,7 +109,7 @@ def per_call_judged(
     ``call``, none when None) while one is undecided."""
     from pytest_ortperf.gating.slo import judge_per_call
     from pytest_ortperf.measuring.percall import measure_per_call
-    from pytest_ortperf.state import environment
+    from pytest_ortperf.state import machine_facts
 
     def more(m: int) -> PerCallSamples | None:
         if call is None:
@@ -117,7 +117,7 @@ def per_call_judged(
         sized = dataclasses.replace(config, min_calls=max(m, 2), max_calls=max(m, 2))
         return measure_per_call([call], config=sized, watch_cpu=watch)[0]
 
-    env = environment()
+    env = machine_facts()
     result, verdicts = judge_per_call(
         result, first, budgets, ctx.alpha, more,
         cpu_model=env.get("cpu_model"), cpus=env.get("effective_cpus"),
