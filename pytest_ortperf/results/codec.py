@@ -84,8 +84,9 @@ def decode(cls: type[R], data: Mapping[str, Any]) -> R:
                 del values[name]
             else:
                 values[name] = record_type.from_dict(value)
-        except (ValueError, TypeError, AttributeError) as exc:
-            raise ValueError(f"invalid {cls.__name__}: {name}: {exc}") from None
+        except (ValueError, TypeError, LookupError, AttributeError) as exc:
+            why = exc if isinstance(exc, ValueError) else repr(exc)  # KeyError('providers')
+            raise ValueError(f"invalid {cls.__name__}: {name}: {why}") from None
     try:
         return msgspec.convert(values, cls, strict=False)
     except msgspec.ValidationError as exc:
