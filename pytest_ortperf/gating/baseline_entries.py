@@ -100,7 +100,7 @@ def entry_from_record(
     updated: str | None = None,
 ) -> dict[str, Any]:
     """The baseline entry for a record (``Comparison.to_dict()`` / ``LatencyResult.to_dict()``)
-    measured in ``environment`` (``env.collect_environment()``); ``updated`` defaults to
+    measured in ``environment`` (``machine.collect_environment()``); ``updated`` defaults to
     today's date. Raises ValueError for smoke records and unknown kinds."""
     kind = record_dict.get("kind")
     if kind not in KINDS:

@@ -66,7 +66,7 @@ def _as_list(key: str, value: Any) -> list[Any] | None:
 
 
 def fingerprint_of(environment: Mapping[str, Any], session: Mapping[str, Any]) -> dict[str, Any]:
-    """The fingerprint of a figure measured in ``environment`` (``env.collect_environment()``
+    """The fingerprint of a figure measured in ``environment`` (``machine.collect_environment()``
     or a baseline entry's ``environment``) with ``session`` (``SessionInfo.to_dict()`` or an
     entry's session settings). Keys that their source lacks are left out, so an entry
     written before a key existed leaves that key unchecked; a key present as None stays."""

@@ -53,6 +53,6 @@ class HistorySettings:
 
     branch: str = "main"
     machine: str | None = None
-    """Machine class (``env.machine_fingerprint``) whose runs count; None: this machine's."""
+    """Machine class (``machine.machine_fingerprint``) whose runs count; None: this machine's."""
     window: int = 10
     """The newest runs (on ``branch``, of ``machine``, holding the measurement) pooled."""

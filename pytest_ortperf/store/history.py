@@ -114,10 +114,10 @@ columns of ``environments``); the others are compared in Python."""
 
 def _run_view(row: Mapping[str, Any], session: Any, env_extra: Any) -> dict[str, Any]:
     """What a :data:`RunMatch` sees of one stored latency: the environment of its run
-    (``fingerprint``: the machine hash of ``env.machine_fingerprint``, ``ort_version``,
+    (``fingerprint``: the machine hash of ``machine.machine_fingerprint``, ``ort_version``,
     ``cpu_model``, ``logical_cores``, ``memory_bytes``, ``os``, ``python_version``...,
     ``available_providers``: what ORT offered, and the other keys of
-    ``env.collect_environment()``: ``system``, ``machine``...) and its session
+    ``machine.collect_environment()``: ``system``, ``machine``...) and its session
     (``providers``: those the session used, ``threads``, ``spinning``, ``optimization``,
     ``model``), with ``run_id``, ``started``, ``commit`` and ``branch``; lists as tuples."""
     view: dict[str, Any] = dict(env_extra) if isinstance(env_extra, dict) else {}

@@ -120,7 +120,7 @@ MEASUREMENTS_VIEW = "ortperf_measurements"
 """A view for dashboards (Grafana, Metabase, plain SQL): one row per stored measurement with
 its run, commit, branch and machine class. Columns: ``measurement_id``, ``run_id``,
 ``run_uid``, ``started`` (epoch seconds), ``commit``, ``branch``, ``machine_class`` (the
-hardware hash of ``env.machine_fingerprint``), ``cpu_model``, ``cores``, ``ort_version``,
+hardware hash of ``machine.machine_fingerprint``), ``cpu_model``, ``cores``, ``ort_version``,
 ``test``, ``name``, ``kind``, ``api``, ``measured``, ``median`` (seconds per call of a
 latency, of the candidate of a comparison), ``p90``, ``p99``, ``ratio``, ``low``,
 ``high`` (a comparison's ratio candidate/reference and its interval)."""

@@ -254,8 +254,8 @@ def save_run(
 ) -> int:
     """Store one run and its records in one transaction; returns the new run id.
 
-    ``started``/``finished`` are epoch seconds; ``git`` is ``env.git_info()``; ``environment``
-    is ``env.collect_environment()``; ``profiles`` maps (test id, name) to a per-op summary.
+    ``started``/``finished`` are epoch seconds; ``git`` is ``machine.git_info()``; ``environment``
+    is ``machine.collect_environment()``; ``profiles`` maps (test id, name) to a per-op summary.
     ``command_line`` is stored with its credentials, and those of ``store``, masked
     (:func:`redact_url`). ``interrupted`` marks a run stopped before all its tests ran
     (Ctrl-C): its results are partial, and ``latest``, ``ortperf compare``, ``ortperf
