@@ -17,7 +17,7 @@ from pytest_ortperf.gating.ab import (
     pairs_test,
 )
 from pytest_ortperf.measuring.engine import EngineConfig, Samples
-from pytest_ortperf.remote.sessions import interleave
+from pytest_ortperf.remote.interleave import interleave
 from pytest_ortperf.results import Outcome
 from pytest_ortperf.stats import wilson_interval
 from pytest_ortperf.values import MAX_PROCESSES

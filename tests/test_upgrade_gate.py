@@ -27,15 +27,9 @@ from pytest_ortperf.measuring.engine import EngineConfig
 from pytest_ortperf.measuring.feeds import make_feeds
 from pytest_ortperf.models import attention, linear_regression
 from pytest_ortperf.remote.ab import ab
+from pytest_ortperf.remote.interleave import interleave, order, shared_feeds
 from pytest_ortperf.remote.profiles import remote_profile
-from pytest_ortperf.remote.sessions import (
-    RemoteEnvironment,
-    WorkerError,
-    WorkerTimeout,
-    interleave,
-    order,
-    shared_feeds,
-)
+from pytest_ortperf.remote.sessions import RemoteEnvironment, WorkerError, WorkerTimeout
 from pytest_ortperf.remote.venvs import (
     CACHE_ENV_VAR,
     EnvironmentSetupError,
@@ -493,7 +487,7 @@ def test_remote_multi_thread_session_is_not_preemption_filtered(
     """Issue 21: ``options={"intra_op_num_threads": 4}`` runs ORT on a pool, so a block's
     thread CPU time says nothing of a preemption; a remote A/B must keep every block, as
     a local one does (one ``watches_cpu`` for both)."""
-    from pytest_ortperf.remote.sessions import Arms
+    from pytest_ortperf.remote.interleave import Arms
 
     pooled = {"intra_op_num_threads": 4}
     a, b = here.session(attention(), options=pooled), here.session(attention(), options=pooled)
@@ -527,7 +521,7 @@ def test_ab_measures_several_process_pairs(no_leftovers: None) -> None:
 def test_parallel_start_failure_closes_the_started(
     no_leftovers: None, here: RemoteEnvironment
 ) -> None:
-    from pytest_ortperf.remote.sessions import start_sessions
+    from pytest_ortperf.remote.interleave import start_sessions
 
     makers = [lambda: here.session(attention()), lambda: here.session(b"not a model")] * 2
     with pytest.raises(WorkerError, match="could not load model"):

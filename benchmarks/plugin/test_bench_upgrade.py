@@ -40,7 +40,8 @@ from pytest_ortperf.measuring.feeds import input_specs, make_feeds
 from pytest_ortperf.measuring.session import OrtSession
 from pytest_ortperf.recorder import measure_ab
 from pytest_ortperf.remote.ab import ab
-from pytest_ortperf.remote.sessions import RemoteEnvironment, order, pin_together, shared_feeds
+from pytest_ortperf.remote.interleave import order, pin_together, shared_feeds
+from pytest_ortperf.remote.sessions import RemoteEnvironment
 from pytest_ortperf.remote.venvs import EnvSpec, ensure
 from pytest_ortperf.stats import paired_ratio
 

@@ -2,7 +2,7 @@
 
 Every :class:`~pytest_ortperf.results.LatencyResult` of timed samples is built by
 :func:`latency_result`, whether the session ran here or in a worker
-(:func:`pytest_ortperf.remote.sessions.arm_result`); every
+(:func:`pytest_ortperf.remote.interleave.arm_result`); every
 :class:`~pytest_ortperf.results.Comparison` of two arms by :func:`comparison`.
 """
 

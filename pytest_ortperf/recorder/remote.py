@@ -44,7 +44,7 @@ def measure_ab(
 ) -> Comparison:
     """One interleaved measurement of two remote sessions as a
     :class:`~pytest_ortperf.results.Comparison` (ratio candidate/reference)."""
-    from pytest_ortperf.remote.sessions import Arms, arm_result
+    from pytest_ortperf.remote.interleave import Arms, arm_result
 
     ref_s, cand_s = Arms(reference, candidate, feeds, api).measure(config, stop, measured)
     if measured:
@@ -74,7 +74,7 @@ def compare(
     in their workers, recorded and gated as a local comparison is (the baseline's ratio
     and structure; with ``max_slowdown`` also without baseline). Where the gate fails
     it, each arm's profile (taken in its worker) says which op types moved."""
-    from pytest_ortperf.remote.sessions import both_remote, start_sessions
+    from pytest_ortperf.remote.interleave import both_remote, start_sessions
 
     ref, cand = both_remote(reference, candidate)
     label = name or f"{cand.label} vs {ref.label}"
@@ -135,8 +135,9 @@ def rank(
     """``ortperf.rank`` of remote sessions (all of them remote): outputs checked against
     the first, blocks interleaved in the workers (each round reversing the last), one row
     per variant sorted by median with its ratio to the fastest."""
-    from pytest_ortperf.remote.sessions import RemoteSession, arm_result, interleave, shared_feeds
-    from pytest_ortperf.remote.sessions import smoke as smoke_remote
+    from pytest_ortperf.remote.interleave import arm_result, interleave, shared_feeds
+    from pytest_ortperf.remote.interleave import smoke as smoke_remote
+    from pytest_ortperf.remote.sessions import RemoteSession
 
     local = [key for key, s in variants.items() if not isinstance(s, RemoteSession)]
     if local:

@@ -111,7 +111,7 @@ def check_outputs_ab(
     """Both sessions' outputs on the same feeds, checked with the usual tolerances
     (:func:`pytest_ortperf.measuring.outputs.verify_outputs`)."""
     from pytest_ortperf.measuring.outputs import verify_outputs
-    from pytest_ortperf.remote.sessions import Arms
+    from pytest_ortperf.remote.interleave import Arms
 
     ref_out, cand_out = Arms(reference, candidate, feeds, api).outputs()
     return verify_outputs(
@@ -163,13 +163,9 @@ def ab(
     from pytest_ortperf.measuring.feeds import make_feeds
     from pytest_ortperf.measuring.records import comparison, merge_runs
     from pytest_ortperf.measuring.session import load_model_bytes
+    from pytest_ortperf.remote.interleave import arm_result, measure_pairs, start_sessions
     from pytest_ortperf.remote.profiles import profile_lines, profile_runs_for
-    from pytest_ortperf.remote.sessions import (
-        RemoteEnvironment,
-        arm_result,
-        measure_pairs,
-        start_sessions,
-    )
+    from pytest_ortperf.remote.sessions import RemoteEnvironment
 
     try:
         processes = values.count(processes, 1, values.MAX_PROCESSES, "worker-process pairs")

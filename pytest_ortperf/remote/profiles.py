@@ -54,7 +54,7 @@ def least_disturbed(
 ) -> list[Profile]:
     """Each session's profile with the lowest kernel time per run, of ``rounds`` taken in
     alternating order (each round reverses the previous one)."""
-    from pytest_ortperf.remote.sessions import order
+    from pytest_ortperf.remote.interleave import order
 
     taken: list[list[Profile]] = [[] for _ in sessions]
     for r in range(rounds):
