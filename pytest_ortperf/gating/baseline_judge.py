@@ -24,6 +24,7 @@ from pytest_ortperf.gating.rules import (
     not_comparable,
     ratio_baseline,
 )
+from pytest_ortperf.gating.settings import DEFAULT_ALPHA
 from pytest_ortperf.results import Outcome, Verdict
 from pytest_ortperf.stats import median
 from pytest_ortperf.units import format_change, format_seconds
@@ -84,7 +85,7 @@ def judge_entry(
     *,
     threshold: float = 0.05,
     latency_threshold: float | None = None,
-    alpha: float = 0.01,
+    alpha: float = DEFAULT_ALPHA,
     fingerprint_ignore: Collection[str] = (),
     earlier_medians: Sequence[float] | None = None,
 ) -> list[Verdict]:

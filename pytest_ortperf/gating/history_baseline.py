@@ -3,7 +3,8 @@ branch stored on one machine class, instead of the committed ``__ortperf__`` fil
 
 Which runs: the newest ``window`` complete runs on the git branch (default ``main``) whose
 machine class (:func:`pytest_ortperf.machine.machine_fingerprint`) is the chosen one (default:
-this machine's) and that stored the measurement (:func:`pytest_ortperf.store.history.branch_records`).
+this machine's) and that stored the measurement
+(:func:`pytest_ortperf.store.history.branch_records`).
 Interrupted runs never count, nor does the current run (it is stored when it ends), nor any
 other machine class or branch. Where any run of the window ran on CI (``$CI`` set, recorded
 as ``ci`` in its environment), the runs outside CI are set aside (:data:`OUTSIDE_CI`): a
