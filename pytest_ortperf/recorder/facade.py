@@ -7,21 +7,27 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast, overload
 
-import pytest_ortperf.recorder.cold_start as cold_start
-import pytest_ortperf.recorder.latency as latency
-import pytest_ortperf.recorder.per_call as per_call
-import pytest_ortperf.recorder.profiles as profiles
-import pytest_ortperf.recorder.ranking as ranking
-import pytest_ortperf.recorder.remote as remote
-import pytest_ortperf.recorder.throughput as throughput_kind
 from pytest_ortperf.gating.gate import Gate
 from pytest_ortperf.gating.settings import GateSettings
 from pytest_ortperf.measuring.calls import hide_rejected
 from pytest_ortperf.measuring.engine import TimingEngine
 from pytest_ortperf.measuring.session import OrtSession
+from pytest_ortperf.recorder.cold_start import cold_start as measure_cold_start
+from pytest_ortperf.recorder.cold_start import compare_cold_start as compare_cold_starts
 from pytest_ortperf.recorder.context import Context
+from pytest_ortperf.recorder.latency import check_max_slowdown
+from pytest_ortperf.recorder.latency import compare as compare_local
+from pytest_ortperf.recorder.latency import latency as measure_latency
+from pytest_ortperf.recorder.per_call import per_call as measure_per_call
+from pytest_ortperf.recorder.profiles import memory as measure_memory
+from pytest_ortperf.recorder.profiles import profile as take_profile
+from pytest_ortperf.recorder.ranking import api_sweep as sweep_apis
+from pytest_ortperf.recorder.ranking import rank as rank_local
 from pytest_ortperf.recorder.recording import Recording
+from pytest_ortperf.recorder.remote import compare as compare_remote
+from pytest_ortperf.recorder.remote import rank as rank_remote
 from pytest_ortperf.recorder.targets import Feeds, Target
+from pytest_ortperf.recorder.throughput import throughput as measure_throughput
 from pytest_ortperf.results import ColdStartResult, Comparison, LatencyResult, MemoryResult, Record
 
 if TYPE_CHECKING:
@@ -141,7 +147,7 @@ class Recorder:
         are normalized (the default): the gate then judges target over control. ``slo``:
         a budget of the median, ``"5 ms"`` (:mod:`pytest_ortperf.gating.slo`)."""
         __tracebackhide__ = hide_rejected
-        return latency.latency(self.context, target, feeds, api=api, name=name, slo=slo)
+        return measure_latency(self.context, target, feeds, api=api, name=name, slo=slo)
 
     def compare(
         self,
@@ -169,8 +175,8 @@ class Recorder:
         __tracebackhide__ = hide_rejected
         from pytest_ortperf.remote.sessions import is_remote
 
-        latency.check_max_slowdown(max_slowdown)
-        kind = remote.compare if is_remote(reference, candidate) else latency.compare
+        check_max_slowdown(max_slowdown)
+        kind = compare_remote if is_remote(reference, candidate) else compare_local
         return kind(
             self.context, reference, candidate, feeds, name=name, api=api,
             check_outputs=check_outputs, atol=atol, rtol=rtol, confidence=confidence,
@@ -189,7 +195,7 @@ class Recorder:
         """Per-node kernel timings of ``runs`` runs on a separate profiling session (never
         mixed into latency samples). Under ``--ortperf`` its per-op summary is stored with
         the measurement of the same ``name`` in this test."""
-        return profiles.profile(self.context, target, feeds, name=name, runs=runs, warmup=warmup)
+        return take_profile(self.context, target, feeds, name=name, runs=runs, warmup=warmup)
 
     def memory(
         self,
@@ -207,7 +213,7 @@ class Recorder:
         separate session. ``name`` defaults to ``"<model>:memory"``. Gated with a
         tolerance (:mod:`pytest_ortperf.gating.memory_rule`): ``memory.growth`` and
         ``memory.arena_peak``. In smoke mode: one run, no profile."""
-        return profiles.memory(
+        return measure_memory(
             self.context, target, feeds, api=api, name=name, runs=runs, arena=arena
         )
 
@@ -234,7 +240,7 @@ class Recorder:
         ``slo``: budgets of the figures' medians, ``{"create": "2 s"}`` (at least the
         launches that can decide them are taken)."""
         __tracebackhide__ = hide_rejected
-        return cold_start.cold_start(
+        return measure_cold_start(
             self.context, model, feeds, name=name, shape_feeds=shape_feeds, launches=launches,
             timeout=timeout, budget=budget, slo=slo, session_keywords=session_keywords,
         )  # fmt: skip
@@ -260,7 +266,7 @@ class Recorder:
         recorded as ``"<name>:<figure>"`` and gated as any comparison is. Session keywords
         apply to both models (or pass sessions from ``ort_session``)."""
         __tracebackhide__ = hide_rejected
-        return cold_start.compare_cold_start(
+        return compare_cold_starts(
             self.context, reference, candidate, feeds, name=name, shape_feeds=shape_feeds,
             launches=launches, timeout=timeout, budget=budget, confidence=confidence,
             session_keywords=session_keywords,
@@ -287,7 +293,7 @@ class Recorder:
             raise ValueError("rank needs at least two variants")
         from pytest_ortperf.remote.sessions import is_remote
 
-        kind = remote.rank if is_remote(*variants.values()) else ranking.rank
+        kind = rank_remote if is_remote(*variants.values()) else rank_local
         return kind(
             self.context, variants, feeds, name=name, api=api, check_outputs=check_outputs,
             atol=atol, rtol=rtol,
@@ -301,7 +307,7 @@ class Recorder:
         where each API ran once: medians and ``ratio_to_fastest`` are then no
         measurement, as for the other results. A bfloat16 model leaves out the APIs that
         pass numpy arrays (``run``, ``run_c``, ``iobinding_bind_per_call``)."""
-        return ranking.api_sweep(self.context, session, feeds, name=name)
+        return sweep_apis(self.context, session, feeds, name=name)
 
     def per_call(
         self,
@@ -336,7 +342,7 @@ class Recorder:
         on while one is undecided (:func:`pytest_ortperf.gating.slo.keep_measuring`).
         """
         __tracebackhide__ = hide_rejected
-        return per_call.per_call(
+        return measure_per_call(
             self.context, target, feeds, api=api, name=name, reference=reference, q=q,
             threshold=threshold, min_calls=min_calls, max_calls=max_calls, slo=slo,
         )  # fmt: skip
@@ -363,7 +369,7 @@ class Recorder:
         ``slo``: a budget of calls per second by thread count, ``{4: "1500/s"}`` (at
         least the windows that can decide it are taken)."""
         __tracebackhide__ = hide_rejected
-        return throughput_kind.throughput(
+        return measure_throughput(
             self.context, target, feeds, concurrency=concurrency, sessions=sessions, api=api,
             name=name, seconds=seconds, rounds=rounds, slo=slo,
         )  # fmt: skip
