@@ -68,6 +68,9 @@ class OrtperfConfig:
     fail_blind: bool = False
     """``--ortperf-fail-blind``: an update fails a test whose baseline cannot see its
     threshold."""
+    family_alpha: float | None = None
+    """``--ortperf-family-alpha``: a false alarm anywhere in the run at most this likely,
+    split over its planned timing verdicts (:mod:`pytest_ortperf.gating.suite`)."""
 
     @classmethod
     def from_pytest(cls, config: pytest.Config) -> OrtperfConfig:
@@ -103,6 +106,8 @@ class OrtperfConfig:
             or None  # then $ORTPERF_STORE, else the default (store.resolve_store)
         )
         baseline, history = _history_settings(option_or_ini, update=update)
+        family, what = option_or_ini("ortperf_family_alpha")
+        family_alpha = _alpha(family, what) if str(family).strip() else None
         return cls(
             enabled=update or bool(config.getoption("ortperf", False)),
             update=update,
@@ -119,6 +124,7 @@ class OrtperfConfig:
             baseline=baseline,
             history=history,
             fail_blind=fail_blind,
+            family_alpha=family_alpha,
         )
 
     def engine_config(self, marker: dict[str, Any]) -> EngineConfig:

@@ -7,7 +7,7 @@ that need them when a test asks for them.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Generator, Mapping
+from collections.abc import Callable, Generator, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import pytest
@@ -24,7 +24,7 @@ from pytest_ortperf.config import (
 )
 from pytest_ortperf.gating.settings import DEFAULT_ALPHA
 from pytest_ortperf.reports.writer import JSON_FORMATS, ReportFiles
-from pytest_ortperf.state import STATE_KEY, OrtperfState
+from pytest_ortperf.state import FAMILY_OUTPUT, STATE_KEY, OrtperfState
 
 REPORT_FILES_KEY = pytest.StashKey[ReportFiles]()
 
@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 
     from pytest_ortperf.gating.gate import Gate
     from pytest_ortperf.gating.settings import GateSettings
+    from pytest_ortperf.gating.suite import Family
     from pytest_ortperf.measuring.calls import OrtBinding
     from pytest_ortperf.measuring.session import OrtSession, SessionKeywords
     from pytest_ortperf.profiling.parse import Profile
@@ -93,6 +94,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "detect a slowdown of the threshold (it is always warned about)",
     )
     group.addoption(
+        "--ortperf-family-alpha",
+        default=None,
+        metavar="ALPHA",
+        help="family-wise control: a false alarm anywhere in the run at most ALPHA likely, "
+        "split evenly over its planned timing verdicts (Bonferroni; each verdict's alpha "
+        "never rises; default: ini ortperf_family_alpha, else off)",
+    )
+    group.addoption(
         "--ortperf-report",
         default=None,
         metavar="FILE.html",
@@ -148,6 +157,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "ortperf_fail_blind",
         "fail an update whose baseline cannot detect the threshold",
         default="false",
+    )
+    parser.addini(
+        "ortperf_family_alpha",
+        "family-wise alpha of a run's timing verdicts (empty: each verdict at ortperf_alpha)",
+        default="",
     )
     parser.addini(
         "ortperf_latency",
@@ -258,6 +272,55 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(state, "ortperf-state")
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_collection_finish(session: pytest.Session) -> None:
+    # After -k/-m deselected: the run's tests. Every xdist worker collects them all, so
+    # each computes the whole run's count; the controller gets it from their output.
+    state = session.config.stash[STATE_KEY]
+    state.family = _family(state, session.items)
+    output = getattr(session.config, "workeroutput", None)
+    if state.family is not None and output is not None:
+        output[FAMILY_OUTPUT] = state.family.to_dict()
+
+
+def _family(state: OrtperfState, items: Iterable[pytest.Item]) -> Family | None:
+    """``--ortperf-family-alpha`` split over the timing verdicts the selected tests plan:
+    per test using the ``ortperf`` fixture, its timing entries in its baseline file (one
+    at least; with history baselines, one). A share below the smallest alpha is a usage
+    error."""
+    settings = state.settings
+    if settings.family_alpha is None or not settings.enabled or settings.update:
+        return None
+    from pytest_ortperf.gating.baseline import BaselineError
+    from pytest_ortperf.gating.baseline_entries import split_nodeid
+    from pytest_ortperf.gating.suite import Family, planned_verdicts, timing_entries
+    from pytest_ortperf.values import MIN_ALPHA
+
+    by_file: dict[Any, Mapping[str, int]] = {}
+
+    def entries(nodeid: str) -> int:
+        if settings.baseline == "history":
+            return 0
+        path = state.baselines.path_of(nodeid)
+        if path not in by_file:
+            try:
+                by_file[path] = timing_entries(state.baselines.load(path).entries)
+            except BaselineError:  # the test fails on it, naming the file
+                by_file[path] = {}
+        return by_file[path].get(split_nodeid(nodeid)[1], 0)
+
+    measuring = [i.nodeid for i in items if "ortperf" in getattr(i, "fixturenames", ())]
+    family = Family(settings.family_alpha, planned_verdicts(entries(n) for n in measuring))
+    if family.share < MIN_ALPHA:
+        raise pytest.UsageError(
+            f"--ortperf-family-alpha (or ini ortperf_family_alpha) {family.alpha:g} over "
+            f"{family.planned} planned timing verdicts is {family.share:.2g} each, below "
+            f"the smallest alpha {MIN_ALPHA:g} (a verdict could never reach it): raise it "
+            f"to at least {family.planned * MIN_ALPHA:.2g} or select fewer tests (-k, -m)"
+        )
+    return family
+
+
 def _xdist_workers(config: pytest.Config) -> bool:
     numprocesses = getattr(config.option, "numprocesses", None)
     return bool(numprocesses) or hasattr(config, "workerinput")
@@ -345,7 +408,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     width = getattr(getattr(terminalreporter, "_tw", None), "fullwidth", None)
     if not isinstance(width, int) or width <= 0:
         width = WIDTH
-    for line in summary_lines(state.records, state.judgements, width=width):
+    for line in summary_lines(state.records, state.judgements, width=width, family=state.family):
         terminalreporter.write_line(line)
     for note in state.notes:
         terminalreporter.write_line(f"ortperf: {escape_control(note)}", yellow="NOT" in note)
@@ -495,6 +558,9 @@ def ortperf(request: pytest.FixtureRequest) -> Generator[Recorder, None, None]:
         marker = marker_settings(node)
         engine_config = settings.engine_config(marker)
         gate_settings = settings.gate_settings(marker)
+        if state.family is not None and not settings.update:
+            alpha = state.family.alpha_of(gate_settings.alpha)
+            gate_settings = dataclasses.replace(gate_settings, alpha=alpha)
     except MarkerError as exc:
         error = str(exc)
     else:

@@ -22,6 +22,7 @@ from pytest_ortperf.config import OrtperfConfig
 if TYPE_CHECKING:
     from pytest_ortperf.gating.baseline import Baseline, BaselineError
     from pytest_ortperf.gating.gate import Baselines
+    from pytest_ortperf.gating.suite import Family
     from pytest_ortperf.reports.writer import ReportFiles, RunResults
     from pytest_ortperf.results import Judgement, Record
 
@@ -79,6 +80,10 @@ def history(state: OrtperfState) -> Callable[[Mapping[str, Any]], list[float] | 
     return earlier
 
 
+FAMILY_OUTPUT = "ortperf_family"
+"""Key of an xdist worker's output holding the run's family (``Family.to_dict``)."""
+
+
 class OrtperfState:
     """What one pytest run measured; registered as a plugin on the controller process."""
 
@@ -102,6 +107,9 @@ class OrtperfState:
         """Lines for the terminal summary (where results went, what could not be done)."""
         self.run_id: int | None = None
         """This run's id in the results store, once stored."""
+        self.family: Family | None = None
+        """``--ortperf-family-alpha`` over this run's planned verdicts, once collected (on
+        the xdist controller: from a worker's output)."""
 
     @property
     def baselines(self) -> Baselines:
@@ -165,6 +173,14 @@ class OrtperfState:
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
         self.collected.update(ids)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        output = getattr(node, "workeroutput", None) or {}
+        if FAMILY_OUTPUT in output and self.family is None:
+            from pytest_ortperf.gating.suite import Family
+
+            self.family = Family.from_dict(output[FAMILY_OUTPUT])
 
     # ------------------------------------------------------------------ at the end
 
@@ -367,6 +383,7 @@ class OrtperfState:
                 "threshold": settings.gate.threshold,
                 "alpha": settings.gate.alpha,
                 "strict": settings.gate.strict,
+                "family_alpha": settings.family_alpha,
                 "update": settings.update,
                 "baseline": settings.baseline,
                 **(
@@ -388,6 +405,7 @@ class OrtperfState:
             threshold=settings.gate.threshold,
             baseline_samples=self.baseline_samples(),
             attributions=dict(self.attributions),
+            family=self.family,
         )
 
     def baseline_samples(self) -> dict[tuple[str, str], list[float]]:

@@ -126,8 +126,15 @@ def format_interval(low: float, high: float) -> str:
 
 
 def format_confidence(confidence: float) -> str:
-    """The label of an interval's confidence: ``95% CI``."""
-    return f"{confidence * 100:.3g}% CI"
+    """The label of an interval's confidence: ``95% CI``; a confidence below 100% never
+    reads 100% (``99.96% CI`` at alpha 0.0002, a family's share)."""
+    percent = confidence * 100
+    text = f"{percent:.3g}"
+    digits = 3
+    while percent < 100 and float(text) >= 100 and digits < 9:
+        digits += 1
+        text = f"{percent:.{digits}g}"
+    return f"{text}% CI"
 
 
 MAX_THRESHOLD = 10.0

@@ -191,16 +191,73 @@ def simulate(
         entry = baseline_entry(rng, scenario)
         counts: Counter[Outcome] = Counter()
         for _ in range(checks):
-            offset = math.log1p(scenario.change) + scenario.process_offset(rng)
-            engine = PairEngine(scenario, rng, offset)
-            decision = gate.decide(measure, engine, entry, merge_runs)
-            (ratio,) = [v for v in decision.verdicts if v.metric == "ratio"]
-            outcome = ratio.outcome
-            if strict and ratio.failed(strict=True):
-                outcome = Outcome.REGRESSED  # what fails the test
+            outcome, budgets = check(gate, rng, scenario, entry)
             counts[outcome] += 1
-            tally.budgets.append(sum(engine.rounds) / ROUNDS_PER_BUDGET)
+            tally.budgets.append(budgets)
         tally.per_baseline.append(counts)
+    return tally
+
+
+def check(
+    gate: Gate, rng: np.random.Generator, scenario: Scenario, entry: dict[str, Any]
+) -> tuple[Outcome, float]:
+    """One check (its own process) against ``entry``: its ratio outcome (``regressed``
+    where strict mode fails the test) and the budgets it spent."""
+    offset = math.log1p(scenario.change) + scenario.process_offset(rng)
+    engine = PairEngine(scenario, rng, offset)
+    decision = gate.decide(measure, engine, entry, merge_runs)
+    (ratio,) = [v for v in decision.verdicts if v.metric == "ratio"]
+    outcome = ratio.outcome
+    if gate.settings.strict and ratio.failed(strict=True):
+        outcome = Outcome.REGRESSED  # what fails the test
+    return outcome, sum(engine.rounds) / ROUNDS_PER_BUDGET
+
+
+@dataclass
+class SuiteTally:
+    """CI runs of a suite: per run, how many of its tests failed (regressed)."""
+
+    alarms: list[int] = field(default_factory=list)
+    tests: int = 0
+
+    @property
+    def runs(self) -> int:
+        return len(self.alarms)
+
+    @property
+    def failed_runs(self) -> int:
+        """Runs with a false alarm anywhere."""
+        return sum(1 for n in self.alarms if n)
+
+    @property
+    def failed_tests(self) -> int:
+        return sum(self.alarms)
+
+
+def simulate_suite(
+    scenario: Scenario,
+    tests: int,
+    runs: int,
+    *,
+    seed: int,
+    suites: int = 1,
+    alpha: float = 0.01,
+    threshold: float = 0.05,
+) -> SuiteTally:
+    """``runs`` CI runs of each of ``suites`` suites of ``tests`` tests (``scenario``'s
+    change in each), every test with its own baseline taken once (as a project keeps its
+    baseline files), every check in a process of its own, gated at ``alpha`` (the family's
+    share under ``--ortperf-family-alpha``). Runs of one suite share its baselines: an
+    unlucky baseline fails each of them."""
+    rng = np.random.default_rng(seed)
+    settings = GateSettings(threshold=threshold, alpha=alpha)
+    gate = Gate(settings, None, dict, clock=lambda: 0.0)  # type: ignore[arg-type]
+    tally = SuiteTally(tests=tests)
+    for _ in range(suites):
+        entries = [baseline_entry(rng, scenario) for _ in range(tests)]
+        for _ in range(runs):
+            outcomes = [check(gate, rng, scenario, entry)[0] for entry in entries]
+            tally.alarms.append(outcomes.count(Outcome.REGRESSED))
     return tally
 
 

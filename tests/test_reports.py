@@ -314,10 +314,16 @@ def check_ortperf_schema(doc: dict[str, Any]) -> None:
         "threshold",
         "alpha",
         "strict",
+        "family_alpha",
         "update",
         "baseline",
     }
     assert all(isinstance(n, int) for n in doc["counts"].values())
+    suite = doc["suite"]
+    assert suite is None or set(suite) == {
+        "gated", "alpha_max", "alpha_min", "false_alarm_if_independent",
+        "false_alarm_bound", "family",
+    }  # fmt: skip
     for result in doc["results"]:
         assert result["id"] == f"{result['test']}::{result['name']}"
         assert result["kind"] in ("latency", "compare", "memory")

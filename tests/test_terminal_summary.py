@@ -209,32 +209,35 @@ def test_smoke_tables_are_marked_unmeasured(pytester: pytest.Pytester) -> None:
     measured.stdout.fnmatch_lines(["*RANK [[]True, True[]] True"])
 
 
-def test_the_suite_level_false_alarm_bound_counts_only_tested_verdicts() -> None:
-    from pytest_ortperf.reports.rows import SummaryRow
+def test_the_suite_level_false_alarm_line_counts_only_tested_verdicts() -> None:
+    import dataclasses
+
     from pytest_ortperf.reports.terminal import suite_rate_lines
-    from pytest_ortperf.results import Outcome
 
-    def row(metric: str, outcome: Outcome, confidence: float | None) -> SummaryRow:
-        return SummaryRow(outcome, "t.py::t", "m", "compare", metric, "", "", "",
-                          confidence=confidence)  # fmt: skip
+    def judged(name: str, *verdicts: Verdict) -> Judgement:
+        return Judgement("t.py::t", name, verdicts)
 
+    ok = _verdict("ratio", Outcome.OK)
     gated = [
-        *(row("ratio", Outcome.OK, 0.98) for _ in range(49)),
-        row("latency", Outcome.REGRESSED, 0.98),
-        row("structure", Outcome.OK, None),  # deterministic: no false alarm to count
-        row("ratio", Outcome.NEW, 0.98),  # nothing tested yet
-        row("latency", Outcome.NOT_COMPARABLE, 0.98),
+        *(judged(f"m{i}", ok) for i in range(49)),
+        judged("m49", _verdict("structure", Outcome.OK), _verdict("latency", Outcome.REGRESSED)),
+        judged("new", _verdict("ratio", Outcome.NEW)),  # nothing tested yet
+        judged("other", _verdict("latency", Outcome.NOT_COMPARABLE)),
     ]
-    # 50 verdicts at alpha 0.01: 1 - 0.99**50 = 39.5%
-    assert suite_rate_lines(gated, 200) == [
+    # 50 verdicts at alpha 0.01: 1 - 0.99**50 = 39.5% if independent, 50% by the union bound
+    assert suite_rate_lines(gated, 300) == [
         "50 timing verdicts gated at alpha 0.01 each: a false alarm anywhere in this run is "
-        "at most 39.5% likely"
+        "39.5% likely if their noise is independent, at most 50.0% in any case "
+        "(--ortperf-family-alpha bounds it)"
     ]
-    assert suite_rate_lines([row("structure", Outcome.OK, None)]) == []
-    one = suite_rate_lines([row("ratio", Outcome.OK, 0.98), row("ratio", Outcome.OK, 0.99)], 200)
+    assert suite_rate_lines([judged("s", _verdict("structure", Outcome.OK))]) == []
+    one = suite_rate_lines([judged("a", ok)], 200)
     assert one == [
-        "2 timing verdicts gated at alpha 0.01 or less each: a false alarm anywhere in this "
-        "run is at most 1.5% likely"
+        "1 timing verdict gated at alpha 0.01: a false alarm in this run is at most 1.0% likely"
     ]
+    two = [judged("a", ok), judged("b", dataclasses.replace(ok, alpha=0.005))]
+    assert suite_rate_lines(two, 300)[0].startswith(
+        "2 timing verdicts gated at alpha 0.01 or less each: "
+    )
     narrow = suite_rate_lines(gated, 60)
-    assert max(map(len, narrow)) <= 60 and " ".join(narrow) == suite_rate_lines(gated, 200)[0]
+    assert max(map(len, narrow)) <= 60 and " ".join(narrow) == suite_rate_lines(gated, 300)[0]

@@ -58,3 +58,58 @@ def test_gate_simulation_table(capsys: object) -> None:
         )
         print(rows[-1], flush=True)
     print("\n" + "\n".join(rows))
+
+
+FAMILY_TESTS = 50
+"""Tests in the simulated suite (issue 22: a suite of 50 gated tests)."""
+
+
+def test_suite_level_table(capsys: object) -> None:
+    """The suite level (``--ortperf-family-alpha``): a suite of 50 unchanged tests, each
+    with its own baseline, run as CI runs it; without the option each verdict is gated at
+    0.01, with ``--ortperf-family-alpha=0.01`` at 0.01/50. Rows: no process-level effect
+    (0.5% between session pairs) and a process SD of 2% (each baseline's and each check's
+    process drawn apart). The power cost: one test slowed +11% or 2x in such a suite,
+    caught at each alpha.
+
+    ``ORTPERF_SUITE_RUNS`` [40] CI runs per cell (split over 8 suites, each with baselines of
+    its own); ``ORTPERF_SUITE_CHECKS`` [200] checks per detection cell. Runs of one
+    suite share its baselines, so their Wilson intervals are a little optimistic.
+
+    Run (about 20 minutes at the defaults on a loaded 2-core VM)::
+
+        pytest -s benchmarks/plugin/test_gate_simulation_table.py -k suite_level
+    """
+    from gate_sim import simulate_suite
+
+    runs = int(os.environ.get("ORTPERF_SUITE_RUNS", "40"))
+    checks = int(os.environ.get("ORTPERF_SUITE_CHECKS", "200"))
+    suites = 8
+    per_suite = max(runs // suites, 1)
+    rows_of = {"process 0%": SCENARIOS["pairs 0.5%"], "process 2%": STRESS["process 2% (stress)"]}
+    alphas = {"per verdict 0.01 (default)": 0.01, "family 0.01": 0.01 / FAMILY_TESTS}
+    rows = [
+        f"{FAMILY_TESTS} unchanged tests a run; rates with 95% Wilson intervals",
+        "",
+        "| scenario | alpha | suite runs with a false alarm | tests failing | +11% caught "
+        "| 2x caught |",
+        "|---|---|---|---|---|---|",
+    ]
+    for i, (name, scenario) in enumerate(rows_of.items()):
+        for j, (label, alpha) in enumerate(alphas.items()):
+            seed = 500 + 10 * i + j
+            tally = simulate_suite(
+                scenario, FAMILY_TESTS, per_suite, suites=suites, seed=seed, alpha=alpha
+            )
+            assert tally.runs == suites * per_suite
+            caught = []
+            for k, change in enumerate((0.11, 1.0)):
+                slowed = dataclasses.replace(scenario, change=change)
+                detect = simulate(slowed, checks // 10, 10, seed=seed + 1000 * (k + 1), alpha=alpha)
+                caught.append(_rate(detect.total[Outcome.REGRESSED], detect.checks))
+            rows.append(
+                f"| {name} | {label} ({alpha:.2g} each) | {_rate(tally.failed_runs, tally.runs)} "
+                f"| {_rate(tally.failed_tests, tally.runs * FAMILY_TESTS)} | {' | '.join(caught)} |"
+            )
+            print(rows[-1], flush=True)
+    print("\n" + "\n".join(rows))

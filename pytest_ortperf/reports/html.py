@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 
+from pytest_ortperf.gating.suite import judged_verdicts, suite_rate
 from pytest_ortperf.reports import charts
 from pytest_ortperf.reports.html_base import (
     ReportInput,
@@ -133,7 +134,9 @@ def _header(data: ReportInput, rows: Sequence[SummaryRow]) -> str:
         for o, n in counts.items()
     )
     dl = "".join(f"<dt>{esc(k)}</dt><dd>{esc(v)}</dd>" for k, v in facts)
-    return f"<header><h1>{esc(data.title)}</h1><dl>{dl}</dl>{status}<p>{chips}</p></header>"
+    rate = suite_rate(judged_verdicts(data.judgements), data.family)
+    suite = "" if rate is None else f'<p class="suite">{esc(rate.text())}</p>'
+    return f"<header><h1>{esc(data.title)}</h1><dl>{dl}</dl>{status}<p>{chips}</p>{suite}</header>"
 
 
 CSS = """

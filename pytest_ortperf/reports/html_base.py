@@ -15,6 +15,7 @@ from pytest_ortperf.text import escape_control
 
 if TYPE_CHECKING:
     from pytest_ortperf.gating.history_changes import MeasurementChange
+    from pytest_ortperf.gating.suite import Family
     from pytest_ortperf.store.history import HistoryKey, HistoryPoint
 
 COLLAPSE_ROWS = 16
@@ -47,6 +48,8 @@ class ReportInput:
     """Steps in the stored history of this run's measurements on its machine class
     (None: not looked for; ``changes_note`` may say why)."""
     changes_note: str | None = None
+    family: Family | None = None
+    """``--ortperf-family-alpha`` over the run's planned verdicts (None: off)."""
 
 
 def esc(value: object) -> str:

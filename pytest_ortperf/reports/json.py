@@ -14,6 +14,9 @@ meaning or disappears; keys may be added within a version)::
                    "update": false, "baseline": "files" | "history",
                    "history": {"branch": "main", "machine": ..., "window": 10}  # history only},
       "counts": {"regressed": 1, "ok": 3, ...},          # gated metrics by outcome
+      "suite": {"gated": 50, "alpha_max": 0.01, "alpha_min": 0.01,   # null: none gated
+                "false_alarm_if_independent": 0.395, "false_alarm_bound": 0.5,
+                "family": {"alpha": 0.01, "planned": 50, "per_verdict": 0.0002} | null},
       "results": [
         {"id": "<test node id>::<name>", "kind": "latency" | "compare" | "memory" |
          "per_call" | "throughput",
@@ -55,6 +58,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from pytest_ortperf import __version__
+from pytest_ortperf.gating.suite import Family, judged_verdicts, suite_rate
 from pytest_ortperf.reports.rows import verdicts_by_key
 from pytest_ortperf.results import Comparison, Judgement, LatencyResult, Record
 from pytest_ortperf.stats import quantile
@@ -96,9 +100,13 @@ def ortperf_json(
     records: Sequence[Record],
     judgements: Sequence[Judgement] = (),
     profiles: Mapping[tuple[str, str], Sequence[Mapping[str, Any]]] | None = None,
+    *,
+    family: Family | None = None,
 ) -> dict[str, Any]:
-    """Our own document (see the module docstring), JSON-ready (no NaN)."""
+    """Our own document (see the module docstring), JSON-ready (no NaN); ``suite``: the
+    gated verdicts' false-alarm figures (:class:`~pytest_ortperf.gating.suite.SuiteRate`)."""
     judged = verdicts_by_key(judgements)
+    suite = suite_rate(judged_verdicts(judgements), family)
     counts: dict[str, int] = {}
     for verdicts in judged.values():
         for v in verdicts:
@@ -122,6 +130,7 @@ def ortperf_json(
         "environment": dict(run.environment),
         "settings": dict(run.settings),
         "counts": counts,
+        "suite": None if suite is None else suite.to_dict(),
         "results": results,
         "profiles": [
             {"test": test, "name": name, "by_op": [dict(item) for item in by_op]}

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from pytest_ortperf.gating.suite import Family, judged_verdicts, suite_rate
 from pytest_ortperf.reports.rows import (
     SummaryRow,
     format_rate,
@@ -154,9 +155,11 @@ def markdown_summary(
     title: str = "pytest-ortperf",
     notes: Sequence[str] = (),
     report_path: str | None = None,
+    family: Family | None = None,
 ) -> str:
     """The summary's Markdown text (ends with a blank line, so appended summaries stay
-    apart)."""
+    apart); under the counts, the suite-level false-alarm line (``family``:
+    ``--ortperf-family-alpha``)."""
     rows = summary_rows(records, judgements)
     counts = outcome_counts(rows)
     lines = [f"## {md_text(title)}", ""]
@@ -165,6 +168,9 @@ def markdown_summary(
         or "nothing measured"
     )
     lines.append("")
+    suite = suite_rate(judged_verdicts(judgements), family)
+    if suite is not None:
+        lines += [md_line(suite.text()), ""]
     attention = [r for r in rows if r.needs_attention]
     if attention:
         lines += ["### Regressed or inconclusive", ""]

@@ -3,11 +3,11 @@
 
 from __future__ import annotations
 
-import math
 import textwrap
 from collections.abc import Mapping, Sequence
 
 from pytest_ortperf.gating.settings import HISTORY_TAG
+from pytest_ortperf.gating.suite import Family, judged_verdicts, suite_rate
 from pytest_ortperf.reports.rows import (
     SummaryRow,
     format_rate,
@@ -182,11 +182,16 @@ def _interval_column(rows: Sequence[SummaryRow]) -> tuple[str, list[str]]:
 
 
 def summary_lines(
-    records: Sequence[Record], judgements: Sequence[Judgement] = (), *, width: int = WIDTH
+    records: Sequence[Record],
+    judgements: Sequence[Judgement] = (),
+    *,
+    width: int = WIDTH,
+    family: Family | None = None,
 ) -> list[str]:
     """Tables of measurements (test, name, api, median, IQR, n), of comparisons (ratio,
     CI) and of gated metrics (metric, outcome, value as current vs baseline, change and
-    its interval), failures first; each table fit to ``width`` (:func:`format_table`)."""
+    its interval), failures first; each table fit to ``width`` (:func:`format_table`);
+    then the suite-level line (``family``: ``--ortperf-family-alpha``)."""
     latencies = [r for r in records if isinstance(r, LatencyResult)]
     comparisons = [r for r in records if isinstance(r, Comparison)]
     lines: list[str] = []
@@ -288,7 +293,7 @@ def summary_lines(
                     f"{improved} improved, {len(new)} without baseline: "
                     "pytest --ortperf --ortperf-update records them"
                 )
-        lines += suite_rate_lines(gated, width)
+        lines += suite_rate_lines(judgements, width, family)
         # An unstable verdict passes, but the machine needs attention: say why and what to do.
         for row in gated:
             if row.outcome is Outcome.UNSTABLE:
@@ -297,26 +302,15 @@ def summary_lines(
     return lines
 
 
-def suite_rate_lines(gated: Sequence[SummaryRow], width: int = WIDTH) -> list[str]:
-    """How many timing verdicts this run gated, and the bound on a false alarm anywhere
-    among them: each verdict's procedure is held to its alpha, so at most
-    ``1 - prod(1 - alpha_i)`` (a suite of 50 tests at 0.01 may alarm 39% of the time)."""
-    alphas = [
-        (1.0 - row.confidence) / 2.0
-        for row in gated
-        if row.metric != "structure"
-        and row.confidence is not None
-        and row.outcome not in (Outcome.NEW, Outcome.NOT_COMPARABLE)
-    ]
-    if not alphas:
+def suite_rate_lines(
+    judgements: Sequence[Judgement], width: int = WIDTH, family: Family | None = None
+) -> list[str]:
+    """How many timing verdicts this run gated and the chance of a false alarm anywhere
+    among them (:class:`~pytest_ortperf.gating.suite.SuiteRate`), wrapped to ``width``."""
+    rate = suite_rate(judged_verdicts(judgements), family)
+    if rate is None:
         return []
-    bound = 1.0 - math.prod(1.0 - a for a in alphas)
-    line = (
-        f"{len(alphas)} timing verdict{'s' if len(alphas) != 1 else ''} gated at alpha "
-        f"{max(alphas):.3g}{' or less' if min(alphas) < max(alphas) else ''} each: a false "
-        f"alarm anywhere in this run is at most {bound:.1%} likely"
-    )
-    return textwrap.wrap(line, max(width, 40))
+    return textwrap.wrap(rate.text(), max(width, 40), break_on_hyphens=False)
 
 
 def cold_start_row(record: ColdStartResult) -> tuple[str, str, str, str, str]:

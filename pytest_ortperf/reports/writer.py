@@ -20,6 +20,7 @@ from pytest_ortperf.files import append_text, write_atomic
 
 if TYPE_CHECKING:
     from pytest_ortperf.gating.history_changes import MeasurementChange
+    from pytest_ortperf.gating.suite import Family
     from pytest_ortperf.reports.html import ReportInput
     from pytest_ortperf.reports.json import RunInfo
     from pytest_ortperf.results import Judgement, Record
@@ -65,6 +66,8 @@ class RunResults:
     draws them beside this run's)."""
     attributions: Mapping[tuple[str, str], Sequence[str]] = field(default_factory=dict)
     """(test, name) of a regression -> the op types its attribution found moving."""
+    family: Family | None = None
+    """``--ortperf-family-alpha`` over the run's planned verdicts (None: off)."""
 
 
 def _why(exc: Exception) -> str:
@@ -109,6 +112,7 @@ def report_input_from_run(results: RunResults) -> ReportInput:
         changes_note=changes_note,
         threshold=results.threshold,
         baseline_samples=dict(results.baseline_samples),
+        family=results.family,
     )
 
 
@@ -150,7 +154,11 @@ def write_reports(files: ReportFiles, results: RunResults) -> list[str]:
                 doc = pytest_benchmark_json(results.run, results.records)
             else:
                 doc = ortperf_json(
-                    results.run, results.records, results.judgements, results.profiles
+                    results.run,
+                    results.records,
+                    results.judgements,
+                    results.profiles,
+                    family=results.family,
                 )
             write_atomic(files.json, json.dumps(doc, indent=1, allow_nan=False) + "\n")
             lines.append(f"JSON results ({files.json_format}) written to {files.json}")
@@ -165,6 +173,7 @@ def write_reports(files: ReportFiles, results: RunResults) -> list[str]:
                 results.judgements,
                 notes=results.run.notes,
                 report_path=None if files.report is None else str(files.report),
+                family=results.family,
             )
             append_text(target, text)
             lines.append(f"Markdown summary appended to {target}")
