@@ -10,6 +10,7 @@ from datetime import datetime
 from typing import Any
 
 from pytest_ortperf.reports.terminal import WIDTH, format_table
+from pytest_ortperf.results import figure_of
 from pytest_ortperf.units import format_ratio_interval
 
 MIN_WIDTH = 60
@@ -59,5 +60,5 @@ def ratio(row: Any) -> str:
 def metric(row: Any) -> float:
     """The figure a change is computed on: the ratio of a comparison, else the median
     (NaN when missing, e.g. for memory records)."""
-    value = row.get("ratio") if row["kind"] == "compare" else row.get("median")
-    return math.nan if missing(value) else float(value)
+    value = figure_of(row)
+    return math.nan if value is None else value

@@ -16,6 +16,7 @@ from typing import Any
 
 from pytest_ortperf.gating.changes import MIN_CHANGE, Change, find_changes
 from pytest_ortperf.gating.settings import CHANGE_POINT_RUNS
+from pytest_ortperf.results import figure_of
 from pytest_ortperf.text import machine_label
 
 MeasurementKey = tuple[str, str, str, str]
@@ -48,14 +49,8 @@ class MeasurementChange:
 def _value(row: Mapping[str, Any]) -> float | None:
     """The figure of a run: a comparison's ratio, else the median; None when it is
     missing or not a positive finite number (a memory record, a damaged row)."""
-    value = row.get("ratio") if row.get("kind") == "compare" else row.get("median")
-    if value is None:
-        return None
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return number if math.isfinite(number) and number > 0 else None
+    number = figure_of(row)
+    return number if number is not None and number > 0 else None
 
 
 BUDGET_KIND = "slo"

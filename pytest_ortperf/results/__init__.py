@@ -17,6 +17,7 @@ Import them from here; the modules are:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -70,6 +71,7 @@ __all__ = [
     "ThroughputLevel",
     "ThroughputResult",
     "Verdict",
+    "figure_of",
     "record_from_dict",
 ]
 
@@ -117,3 +119,15 @@ def record_from_dict(data: Mapping[str, Any]) -> Record:
     if record_type is not None:
         return record_type.from_dict(data)
     raise ValueError(f"unknown ortperf record kind {kind!r}")
+
+
+def figure_of(row: Mapping[str, Any]) -> float | None:
+    """The figure of a measurement (its dict form, or a row of the store): a comparison's
+    ratio, else the median; None where it is missing or not a finite number (a memory
+    record, a damaged row)."""
+    value: Any = row.get("ratio") if row.get("kind") == "compare" else row.get("median")
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None

@@ -15,7 +15,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from pytest_ortperf.results import ColdStartResult, LatencyResult, Record
+from pytest_ortperf.results import ColdStartResult, LatencyResult, Record, figure_of
 from pytest_ortperf.store.connection import _label, _transaction, _url
 from pytest_ortperf.store.decode import _json_text, _json_value, _record, _seconds, _where
 from pytest_ortperf.store.errors import StorePath
@@ -43,13 +43,6 @@ class HistoryPoint:
     high: float | None = None
 
 
-def _value(row: Mapping[str, Any]) -> float | None:
-    value = row.get("ratio") if row.get("kind") == "compare" else row.get("median")
-    if value is None or not math.isfinite(float(value)):
-        return None
-    return float(value)
-
-
 def read_history(
     store: str,
     keys: Iterable[HistoryKey],
@@ -75,7 +68,7 @@ def read_history(
     for record in frame.to_dict("records"):
         row = {str(k): v for k, v in record.items()}
         key = (str(row["test"]), str(row["name"]), str(row["kind"]), str(row["api"]))
-        value = _value(row)
+        value = figure_of(row)
         if key not in wanted or int(row["run_id"]) not in ids or value is None:
             continue
         points = out.setdefault(key, [])
