@@ -26,7 +26,7 @@ import numpy as np
 from pytest_ortperf.gating.gate import BASELINE_RUNS, UPDATE_BUDGET_FACTOR, Gate
 from pytest_ortperf.gating.settings import GateSettings
 from pytest_ortperf.measuring.engine import Call, Samples, StopRule, asks_stop_rule
-from pytest_ortperf.recorder import comparison, merge_runs
+from pytest_ortperf.measuring.records import comparison, merge_runs
 from pytest_ortperf.results import Comparison, LatencyResult, Outcome
 from pytest_ortperf.testing import GATED_MIN_BLOCKS
 

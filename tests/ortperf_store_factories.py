@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_ortperf import recorder
+from pytest_ortperf.measuring import records
 from pytest_ortperf.results import (
     Comparison,
     LatencyResult,
@@ -93,7 +93,7 @@ def measured_comparison(
     ref = latency(test, f"{name}:reference", samples=tight(1e-3, len(block_ratios)))
     cand_samples = tuple(r * x for r, x in zip(ref.samples, block_ratios, strict=True))
     cand = latency(test, f"{name}:candidate", samples=cand_samples)
-    return recorder.comparison(ref, cand, name, 0.95)
+    return records.comparison(ref, cand, name, 0.95)
 
 
 def memory(test: str, name: str = "memory") -> MemoryResult:

@@ -25,7 +25,8 @@ from pytest_ortperf.measuring.engine import Engine, EngineConfig, WarmupWarning,
 from pytest_ortperf.measuring.feeds import input_specs, make_feeds
 from pytest_ortperf.measuring.providers import device_for, install_hint, warmup_bound
 from pytest_ortperf.measuring.session import CustomOpsError, OrtSession, ProviderUnavailable
-from pytest_ortperf.recorder import Recorder, warn_unsettled
+from pytest_ortperf.recorder import Recorder
+from pytest_ortperf.recorder.unsettled import warn_unsettled
 
 ROOT = Path(__file__).resolve().parents[1]
 HAS_CUDA = "CUDAExecutionProvider" in ort.get_available_providers()

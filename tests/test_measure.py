@@ -496,8 +496,8 @@ def test_latency_records_carry_the_preempted_count():
 def test_recorder_watches_cpu_only_for_one_thread_without_spinning(settings, watched):
     from pytest_ortperf import models
     from pytest_ortperf.measuring.feeds import input_specs, make_feeds
-    from pytest_ortperf.measuring.session import OrtSession
-    from pytest_ortperf.recorder import Recorder, watches_cpu
+    from pytest_ortperf.measuring.session import OrtSession, watches_cpu
+    from pytest_ortperf.recorder import Recorder
     from pytest_ortperf.testing import ScriptedEngine
 
     model = models.attention(seq=8, dim=8)

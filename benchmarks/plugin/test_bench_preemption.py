@@ -122,8 +122,7 @@ def test_preemption(
     from pytest_ortperf.measuring.calls import OrtBinding, binding_call
     from pytest_ortperf.measuring.engine import Call, Engine, EngineConfig
     from pytest_ortperf.measuring.feeds import input_specs, make_feeds
-    from pytest_ortperf.measuring.session import OrtSession
-    from pytest_ortperf.recorder import watches_cpu
+    from pytest_ortperf.measuring.session import OrtSession, watches_cpu
     from pytest_ortperf.state import STATE_KEY
 
     if not request.config.stash[STATE_KEY].settings.enabled:

@@ -38,7 +38,7 @@ from pytest_ortperf.measuring.calls import make_call
 from pytest_ortperf.measuring.engine import NS, PREEMPTED_BELOW, Engine, EngineConfig
 from pytest_ortperf.measuring.feeds import input_specs, make_feeds
 from pytest_ortperf.measuring.session import OrtSession
-from pytest_ortperf.recorder import measure_ab
+from pytest_ortperf.recorder.remote import measure_ab
 from pytest_ortperf.remote.ab import ab
 from pytest_ortperf.remote.interleave import order, pin_together, shared_feeds
 from pytest_ortperf.remote.sessions import RemoteEnvironment

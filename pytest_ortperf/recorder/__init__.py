@@ -14,31 +14,15 @@ through :mod:`pytest_ortperf.gating` and leaves what it found on the test's reco
 - ``unsettled``: the warning of a target whose warm-up did not settle
 - kinds: ``latency`` (latency, compare), ``ranking`` (rank, api_sweep), ``profiles``
   (profile, memory), ``cold_start``, ``per_call``, ``throughput``, and ``remote``
-  (compare and rank of ``ort_env`` sessions; ``ortperf ab`` uses its measuring and
-  profiling)
+  (compare and rank of ``ort_env`` sessions, checked and profiled as ``ortperf ab``
+  does: :mod:`pytest_ortperf.remote.ab`, :mod:`pytest_ortperf.remote.profiles`)
+
+Measuring and output checks live in :mod:`pytest_ortperf.measuring` (``records``,
+``outputs``, ``throughput``), verdicts in :mod:`pytest_ortperf.gating`.
 """
 
 from __future__ import annotations
 
-from pytest_ortperf.measuring.outputs import OutputMismatch
-from pytest_ortperf.measuring.records import comparison, merge_runs
-from pytest_ortperf.measuring.session import watches_cpu
 from pytest_ortperf.recorder.facade import Recorder
-from pytest_ortperf.recorder.remote import measure_ab
-from pytest_ortperf.recorder.unsettled import warn_unsettled
-from pytest_ortperf.remote.ab import check_outputs_ab
-from pytest_ortperf.remote.profiles import profile_lines, profile_runs_for, remote_profile
 
-__all__ = [
-    "OutputMismatch",
-    "Recorder",
-    "check_outputs_ab",
-    "comparison",
-    "measure_ab",
-    "merge_runs",
-    "profile_lines",
-    "profile_runs_for",
-    "remote_profile",
-    "warn_unsettled",
-    "watches_cpu",
-]
+__all__ = ["Recorder"]
