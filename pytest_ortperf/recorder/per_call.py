@@ -14,6 +14,8 @@ from pytest_ortperf.recorder.targets import Feeds, Target, calls
 from pytest_ortperf.results import Verdict
 
 if TYPE_CHECKING:
+    from pytest_ortperf.measuring.percall import PerCallSamples
+    from pytest_ortperf.measuring.session import OrtSession
     from pytest_ortperf.results import PerCallResult
 
 
@@ -33,30 +35,11 @@ def per_call(
 ) -> PerCallResult:
     """See :meth:`pytest_ortperf.recorder.Recorder.per_call`."""
     __tracebackhide__ = hide_rejected
-    from pytest_ortperf.gating.tails import MIN_ROUNDS, calls_for, check_tail, quantile_label
-    from pytest_ortperf.measuring.percall import (
-        MAX_CALLS,
-        PerCallConfig,
-        PerCallError,
-        measure_per_call,
-        smoke_per_call,
-    )
-    from pytest_ortperf.results import PerCallResult
+    from pytest_ortperf.measuring.percall import PerCallConfig, measure_per_call, smoke_per_call
 
     # Every argument is checked before anything is measured, in smoke mode too.
     alpha = ctx.alpha
-    check_tail(q, threshold, alpha)
-    sizing: dict[str, Any] = {"min_calls": min_calls, "max_calls": max_calls}
-    PerCallConfig(**sizing)
-    if reference is not None:
-        need = calls_for(q)
-        if max_calls < need:
-            raise PerCallError(
-                f"a {quantile_label(q)} verdict needs {need:,} calls per arm, more than "
-                f"max_calls={max_calls:,}: raise max_calls (at most {MAX_CALLS:,}) or "
-                "lower q"
-            )
-        sizing.update(min_calls=max(min_calls, need), min_rounds=MIN_ROUNDS, sized=True)
+    sizing = checked_sizing(q, threshold, alpha, min_calls, max_calls, reference is not None)
     budgets = budgets_of(ctx, "per_call", slo)
     call, _, api, session = calls(target, feeds, api)
     arms = [(call, session)]
@@ -75,21 +58,7 @@ def per_call(
     else:
         samples = [smoke_per_call(c) for c, _ in arms]
     results = [
-        PerCallResult(
-            test=ctx.test,
-            name=name if i == len(arms) - 1 else f"{name}:reference",
-            api=api,
-            calls=tuple(x * 1e-9 for x in s.calls_ns),
-            timer_cost=s.timer_ns * 1e-9,
-            calls_per_round=s.calls_per_round,
-            blocks=s.blocks,
-            calls_per_block=s.calls_per_block,
-            measured=ctx.measured,
-            session=sess.info(),
-            preempted=s.preempted,
-            preempted_kept=s.preempted_kept,
-            watched=s.watched,
-        )
+        _record(ctx, name if i == len(arms) - 1 else f"{name}:reference", api, s, sess)
         for i, (s, (_, sess)) in enumerate(zip(samples, arms, strict=True))
     ]
     result = results[-1]
@@ -114,3 +83,49 @@ def per_call(
         if failing:
             ctx.recording.tail_failed(name, failing)
     return result
+
+
+def checked_sizing(
+    q: float, threshold: float, alpha: float, min_calls: int, max_calls: int, paired: bool
+) -> dict[str, Any]:
+    """The sizing of a per-call measurement (``PerCallConfig`` fields), every argument
+    checked first; ``paired`` (a reference, judged by the tail rule): at least the calls
+    that leave 10 beyond ``q`` in 10 rounds, a ``max_calls`` below that refused."""
+    from pytest_ortperf.gating.tails import MIN_ROUNDS, calls_for, check_tail, quantile_label
+    from pytest_ortperf.measuring.percall import MAX_CALLS, PerCallConfig, PerCallError
+
+    check_tail(q, threshold, alpha)
+    sizing: dict[str, Any] = {"min_calls": min_calls, "max_calls": max_calls}
+    PerCallConfig(**sizing)
+    if paired:
+        need = calls_for(q)
+        if max_calls < need:
+            raise PerCallError(
+                f"a {quantile_label(q)} verdict needs {need:,} calls per arm, more than "
+                f"max_calls={max_calls:,}: raise max_calls (at most {MAX_CALLS:,}) or "
+                "lower q"
+            )
+        sizing.update(min_calls=max(min_calls, need), min_rounds=MIN_ROUNDS, sized=True)
+    return sizing
+
+
+def _record(
+    ctx: Context, name: str, api: str, samples: PerCallSamples, session: OrtSession
+) -> PerCallResult:
+    from pytest_ortperf.results import PerCallResult
+
+    return PerCallResult(
+        test=ctx.test,
+        name=name,
+        api=api,
+        calls=tuple(x * 1e-9 for x in samples.calls_ns),
+        timer_cost=samples.timer_ns * 1e-9,
+        calls_per_round=samples.calls_per_round,
+        blocks=samples.blocks,
+        calls_per_block=samples.calls_per_block,
+        measured=ctx.measured,
+        session=session.info(),
+        preempted=samples.preempted,
+        preempted_kept=samples.preempted_kept,
+        watched=samples.watched,
+    )
