@@ -3,11 +3,14 @@ figure of a record, and throughput's figures (pure: injected windows, no timing)
 
 from __future__ import annotations
 
+import ast
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+import pytest_ortperf
 from pytest_ortperf import models
 from pytest_ortperf.measuring.engine import Engine, EngineConfig
 from pytest_ortperf.measuring.session import OrtSession, SessionSettings
@@ -130,3 +133,36 @@ def test_thread_counts_follow_options_over_threads() -> None:
     assert thread_counts(SessionSettings.of(threads=4)) == (4, 0)
     options = {"intra_op_num_threads": 3, "inter_op_num_threads": 2}
     assert thread_counts(SessionSettings.of(threads=1, options=options)) == (3, 2)
+
+
+RECORDER = Path(pytest_ortperf.__file__).parent / "recorder"
+
+
+def test_the_recorder_reaches_into_no_private_attribute() -> None:
+    # Each kind works through the public interface of the context, the recording and the
+    # measuring modules: ``x._name`` only on ``self`` (``sys._getframe`` aside).
+    wrong = []
+    for path in sorted(RECORDER.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (
+                isinstance(node, ast.Attribute)
+                and node.attr.startswith("_")
+                and not node.attr.startswith("__")
+                and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "sys"))
+            ):
+                wrong.append(f"{path.name}:{node.lineno}: .{node.attr}")
+    assert not wrong, wrong
+
+
+def test_the_facade_delegates_in_a_few_lines() -> None:
+    tree = ast.parse((RECORDER / "facade.py").read_text(encoding="utf-8"))
+    (recorder,) = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Recorder"]
+    methods = [n for n in recorder.body if isinstance(n, ast.FunctionDef)]
+    assert len(methods) >= 10
+    for method in methods:
+        body = [
+            n
+            for n in method.body
+            if not (isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant))
+        ]
+        assert len(body) <= 6, f"Recorder.{method.name}: {len(body)} statements"
