@@ -1,14 +1,18 @@
-"""The package's shape: imports flow one way, no cycles, and loading the plugin is cheap.
+"""The package's shape: imports flow one way, no cycles, modules of a readable size, and
+loading the plugin is cheap.
 
-Layers, top to bottom (README, "Layout"):
+Layers, top to bottom (CONTRIBUTING.md, "Layout"):
 
 - glue: ``plugin``, ``cli``, ``config``, ``state``, ``recorder``, ``xdist_serial``
-- families: ``reports`` (may use ``profiling`` and ``gating``), ``remote`` (the upgrade
-  gate's workers and ``ab()``: may use ``gating`` and ``profiling``), ``gating``,
-  ``profiling``
-- core: measuring, records, statistics, units, the store and the rest
+- families: ``reports`` (may use ``profiling``, ``gating``), ``remote`` (the upgrade gate's
+  workers and ``ab()``: may use ``gating``, ``profiling``), ``gating``, ``profiling``,
+  ``testing``
+- the measuring core: ``measuring`` and ``store``, which use neither each other nor anything
+  above them
+- core: records, statistics, units, text, value checks, files, machine facts
 
-A module may import from its own layer's allowed set and below, never above.
+A module may import from its own family, from what its layer allows, and from below; never
+from above.
 """
 
 from __future__ import annotations
@@ -24,15 +28,19 @@ import pytest_ortperf
 
 PACKAGE = Path(pytest_ortperf.__file__).parent
 GLUE = {"plugin", "cli", "config", "state", "recorder", "xdist_serial"}
-FAMILIES = {"gating", "reports", "profiling", "remote"}
-ALIASES = {"plots": "profiling"}
-"""Modules that only re-export a family's names at a documented import path."""
 MAY_USE = {
     "reports": {"profiling", "gating"},
     "remote": {"profiling", "gating"},
     "gating": set(),
     "profiling": set(),
+    "testing": set(),
 }
+"""The families and which other families each may use (besides the measuring core)."""
+FAMILIES = set(MAY_USE)
+MEASURING_CORE = {"measuring", "store"}
+CORE = {"results", "stats", "units", "text", "values", "files", "scratch", "machine", "models"}
+ALIASES = {"plots": "profiling"}
+"""Modules that only re-export a family's names at a documented import path."""
 
 
 def _module_name(path: Path) -> str:
@@ -72,6 +80,8 @@ def _layer(top: str) -> str:
         return "glue"
     if top in FAMILIES:
         return "family"
+    if top in MEASURING_CORE:
+        return "measuring core"
     return "core"
 
 
@@ -95,6 +105,8 @@ def test_imports_flow_one_way() -> None:
             mine_layer, their_layer = _layer(mine), _layer(theirs)
             if mine_layer == "core" and their_layer != "core":
                 wrong.append(f"{module} (core) imports {target} ({their_layer})")
+            elif mine_layer == "measuring core" and their_layer != "core":
+                wrong.append(f"{module} ({mine}) imports {target} ({their_layer})")
             elif mine_layer == "family" and their_layer == "glue":
                 wrong.append(f"{module} imports {target}: families never use the glue")
             elif mine_layer == "family" and their_layer == "family" and theirs not in MAY_USE[mine]:
@@ -180,3 +192,63 @@ def test_ortperf_ab_help_and_runs_import_no_pytest(tmp_path: Path) -> None:
         assert not {m for m in loaded if m.split(".")[0] in ("pytest", "_pytest")}
         assert "pytest_ortperf.recorder" not in loaded
     assert "sqlalchemy" in listed  # the store was read
+
+
+MAX_MODULE_LINES = 800
+MAX_CLASS_LINES = 400
+ONE_THING: dict[str, str] = {}
+"""Modules or classes allowed past the limits, each with the reason it is one thing."""
+
+
+def test_no_module_past_the_size_limit() -> None:
+    big = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        lines = len(path.read_text(encoding="utf-8").splitlines())
+        name = _module_name(path)
+        if lines > MAX_MODULE_LINES and name not in ONE_THING:
+            big.append(f"{name}: {lines} lines (split it by concern, or say in ONE_THING why not)")
+    assert not big, "\n".join(big)
+
+
+def test_no_class_past_the_size_limit() -> None:
+    big = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef) and node.end_lineno is not None:
+                size = node.end_lineno - node.lineno + 1
+                name = f"{_module_name(path)}.{node.name}"
+                if size > MAX_CLASS_LINES and name not in ONE_THING:
+                    big.append(f"{name}: {size} lines")
+    assert not big, "\n".join(big)
+
+
+def test_every_module_has_a_place() -> None:
+    # A new top-level module is placed on purpose: in a family, the glue or the core.
+    placed = GLUE | FAMILIES | MEASURING_CORE | CORE | set(ALIASES)
+    loose = sorted({_top(m) for m in _imports()} - placed - {""})
+    assert not loose, f"place these in tests/test_layout.py: {loose}"
+
+
+PUBLIC_UNDERSCORE = {"_replace", "_asdict", "_make", "_getframe"}
+"""Underscore names that are public API of the standard library (namedtuple, sys)."""
+
+
+def test_nothing_outside_a_class_calls_its_private_methods() -> None:
+    # ``obj._helper(...)`` from outside ``obj``'s class couples two modules through a name
+    # that promises nothing; ``self._x``/``cls._x`` and module-private functions are fine.
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+                continue
+            attr, owner = node.func.attr, node.func.value
+            if not attr.startswith("_") or attr.startswith("__") or attr in PUBLIC_UNDERSCORE:
+                continue
+            if isinstance(owner, ast.Name) and owner.id in ("self", "cls"):
+                continue
+            if isinstance(owner, ast.Call) and ast.unparse(owner.func) == "super":
+                continue
+            found.append(f"{path.relative_to(PACKAGE)}:{node.lineno}: .{attr}()")
+    assert not found, "\n".join(found)
