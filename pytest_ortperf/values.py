@@ -12,6 +12,7 @@ library and :mod:`pytest_ortperf.units` only.
 from __future__ import annotations
 
 import math
+import operator
 import re
 
 from pytest_ortperf.units import MAX_THRESHOLD, parse_fraction, threshold_problem
@@ -172,3 +173,40 @@ def flag(value: object) -> bool:
     if text in _FALSE:
         return False
     raise BadValue(f"must be true or false, got {value!r}", "true or false, yes or no, 1 or 0")
+
+
+# The Python API's argument checks (per_call, throughput, cold_start): the same limits, in
+# the words of a keyword argument rather than an option; numpy integers are accepted.
+
+
+def check_count(what: str, value: object, low: int, high: int) -> int:
+    """``value`` as a whole number from ``low`` to ``high``; else a ``ValueError`` naming
+    ``what``, the value and the accepted range (``1.5``, ``True`` and ``"3"`` are refused,
+    numpy integers accepted)."""
+    accepted = f"a whole number from {low:,} to {high:,}"
+    try:
+        if isinstance(value, bool):
+            raise TypeError
+        number = operator.index(value)  # type: ignore[arg-type]
+    except TypeError:
+        raise ValueError(f"{what} must be {accepted}, got {value!r}") from None
+    if not low <= number <= high:
+        raise ValueError(f"{what} must be {accepted}, got {number:,}")
+    return number
+
+
+def check_seconds(what: str, value: object, high: float = MAX_BUDGET_S) -> float:
+    """``value`` as seconds above 0 and at most ``high``; else a ``ValueError`` naming
+    ``what`` and the accepted range (``inf`` and ``nan`` are refused)."""
+    accepted = f"more than 0 s and at most {high:g} s"
+    try:
+        if isinstance(value, bool):
+            raise TypeError
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"{what} must be a number of seconds ({accepted}), got {value!r}"
+        ) from None
+    if not (math.isfinite(number) and 0 < number <= high):
+        raise ValueError(f"{what} must be {accepted}, got {value!r}")
+    return number

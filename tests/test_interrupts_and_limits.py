@@ -20,7 +20,6 @@ import pytest
 
 from pytest_ortperf.gating.tails import MIN_ROUNDS, MIN_TAIL_CALLS, calls_for, judge_tail
 from pytest_ortperf.measuring.coldstart import MAX_LAUNCHES, check_launch_settings
-from pytest_ortperf.measuring.engine import MAX_SECONDS, check_count, check_seconds
 from pytest_ortperf.measuring.percall import (
     MAX_CALLS,
     SIZED_CAP_BUDGETS,
@@ -36,6 +35,8 @@ from pytest_ortperf.measuring.throughput import (
     check_levels,
     run_level,
 )
+from pytest_ortperf.values import MAX_BUDGET_S as MAX_SECONDS
+from pytest_ortperf.values import check_count, check_seconds
 
 
 class FakeClock:

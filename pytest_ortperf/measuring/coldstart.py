@@ -286,9 +286,9 @@ def check_launch_settings(
     launches: object, timeout: object, budget: object
 ) -> tuple[int | None, float | None, float | None]:
     """A cold start's ``launches`` (1 to :data:`MAX_LAUNCHES`), ``timeout`` and ``budget``
-    (seconds above 0, at most :data:`~pytest_ortperf.measuring.engine.MAX_SECONDS`), each None for
+    (seconds above 0, at most :data:`~pytest_ortperf.values.MAX_BUDGET_S`), each None for
     its default; a ``ValueError`` naming the argument at fault."""
-    from pytest_ortperf.measuring.engine import check_count, check_seconds  # not in the child
+    from pytest_ortperf.values import check_count, check_seconds  # not in the child
 
     return (
         None if launches is None else check_count("launches", launches, 1, MAX_LAUNCHES),

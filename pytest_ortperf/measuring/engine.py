@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import operator
 import random
 import time
 from collections.abc import Callable, Sequence
@@ -57,44 +56,6 @@ the thread count as its CPU time); a preemption lasts a scheduler time slice (mi
 far more than 3% of a block."""
 
 NS = 1e-9
-
-MAX_SECONDS = 600.0
-"""The longest duration a measurement argument may ask for (a throughput level's
-``seconds``, a cold start's ``budget`` and ``timeout``): the same 10 minutes as
-``--ortperf-budget``'s bound, ``pytest_ortperf.values.MAX_BUDGET_S``."""
-
-
-def check_count(what: str, value: object, low: int, high: int) -> int:
-    """``value`` as a whole number from ``low`` to ``high``; else a ``ValueError`` naming
-    ``what``, the value and the accepted range (``1.5``, ``True`` and ``"3"`` are refused,
-    numpy integers accepted)."""
-    accepted = f"a whole number from {low:,} to {high:,}"
-    try:
-        if isinstance(value, bool):
-            raise TypeError
-        number = operator.index(value)  # type: ignore[arg-type]
-    except TypeError:
-        raise ValueError(f"{what} must be {accepted}, got {value!r}") from None
-    if not low <= number <= high:
-        raise ValueError(f"{what} must be {accepted}, got {number:,}")
-    return number
-
-
-def check_seconds(what: str, value: object, high: float = MAX_SECONDS) -> float:
-    """``value`` as seconds above 0 and at most ``high``; else a ``ValueError`` naming
-    ``what`` and the accepted range (``inf`` and ``nan`` are refused)."""
-    accepted = f"more than 0 s and at most {high:g} s"
-    try:
-        if isinstance(value, bool):
-            raise TypeError
-        number = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        raise ValueError(
-            f"{what} must be a number of seconds ({accepted}), got {value!r}"
-        ) from None
-    if not (math.isfinite(number) and 0 < number <= high):
-        raise ValueError(f"{what} must be {accepted}, got {value!r}")
-    return number
 
 
 class WarmupWarning(UserWarning):

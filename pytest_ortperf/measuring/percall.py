@@ -47,8 +47,8 @@ from pytest_ortperf.measuring.engine import (
     Clock,
     Engine,
     EngineConfig,
-    check_count,
 )
+from pytest_ortperf.values import check_count
 
 TIMER_PROBES = 2001
 """Empty timings whose median is the timer's cost (taken before and after the rounds)."""

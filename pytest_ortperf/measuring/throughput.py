@@ -12,7 +12,7 @@ level alike.
 
 Counts are bounded (:func:`check_levels`): at most :data:`MAX_CONCURRENCY` threads a
 level, :data:`MAX_LEVELS` levels, :data:`MAX_ROUNDS` rounds, ``seconds`` finite and at
-most :data:`~pytest_ortperf.measuring.engine.MAX_SECONDS` a level. An interrupt (Ctrl-C) at any
+most :data:`~pytest_ortperf.values.MAX_BUDGET_S` a level. An interrupt (Ctrl-C) at any
 point stops every thread after its call in flight and joins it before propagating.
 """
 
@@ -25,9 +25,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from pytest_ortperf.measuring.engine import MAX_SECONDS, NS, Call, Clock, check_count, check_seconds
+from pytest_ortperf.measuring.engine import NS, Call, Clock
 from pytest_ortperf.results import ThroughputLevel
 from pytest_ortperf.stats import quantile
+from pytest_ortperf.values import MAX_BUDGET_S, check_count, check_seconds
 
 if TYPE_CHECKING:
     from pytest_ortperf.measuring.session import SessionSettings
@@ -58,7 +59,7 @@ def check_levels(concurrency: Sequence[int], seconds: float, rounds: int) -> lis
         check_count(f"concurrency level {n!r}", n, 1, MAX_CONCURRENCY)
     if len(set(levels)) != len(levels):
         raise ValueError(f"concurrency has repeated levels: {concurrency!r}")
-    check_seconds("seconds", seconds, MAX_SECONDS)
+    check_seconds("seconds", seconds, MAX_BUDGET_S)
     check_count("rounds", rounds, 1, MAX_ROUNDS)
     return levels
 
