@@ -1,8 +1,8 @@
 """Reading an onnxruntime profile: the JSON of a file, and the one pass over its events.
 
-The pass (:func:`scan_events`) collects the fields the node frame needs; with msgspec (the
-``fast`` extra) a file is decoded with a schema of those fields (:func:`scan_typed`), else
-parsed generically (orjson where installed, else json).
+The pass (:func:`scan_events`) collects the fields the node frame needs. A file is decoded
+with msgspec against a schema of those fields (:func:`scan_typed`); one that does not fit
+(a newer onnxruntime's keys, say) is parsed generically (orjson where installed, else json).
 """
 
 from __future__ import annotations
@@ -13,9 +13,11 @@ import itertools
 import json
 import operator
 import os
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
+
+import msgspec
 
 _orjson: Any
 try:  # optional, the ``fast`` extra
@@ -23,13 +25,6 @@ try:  # optional, the ``fast`` extra
 except ImportError:  # pragma: no cover - exercised when orjson is absent
     _orjson = None
 
-_msgspec: Any
-RAW_JSON: type  # msgspec.Raw: the shapes as raw JSON from the schema decode
-decode_raw: Callable[[Any], Any]
-try:  # optional, the ``fast`` extra: decodes only the fields the core columns need
-    import msgspec as _msgspec
-except ImportError:  # pragma: no cover - exercised when msgspec is absent
-    _msgspec = None
 
 Event = dict[str, Any]
 ProfileSource = str | os.PathLike[str] | Sequence[Mapping[str, Any]]
@@ -200,67 +195,62 @@ def _scan_tolerant(events: list[Event]) -> Scan:
     return s
 
 
-if _msgspec is not None:
+class _TypedArgs(msgspec.Struct, gc=False, forbid_unknown_fields=True):  # type: ignore[misc,call-arg]
+    """The args of nodes and kernels, decoded in the one pass over the file; shapes are
+    kept as raw JSON (formatted once per node, not built run after run). A key not
+    listed here (a newer ORT's, say) sends the file to the generic parse."""
 
-    class _TypedArgs(_msgspec.Struct, gc=False, forbid_unknown_fields=True):  # type: ignore[misc,call-arg]
-        """The args of nodes and kernels, decoded in the one pass over the file; shapes are
-        kept as raw JSON (formatted once per node, not built run after run). A key not
-        listed here (a newer ORT's, say) sends the file to the generic parse."""
+    op_name: str = ""
+    provider: str = ""
+    parent_name: str | None = None
+    stream: str | None = None
+    grid_x: str | None = None
+    grid_y: str | None = None
+    grid_z: str | None = None
+    block_x: str | None = None
+    block_y: str | None = None
+    block_z: str | None = None
+    input_type_shape: msgspec.Raw = msgspec.Raw(b"")
+    output_type_shape: msgspec.Raw = msgspec.Raw(b"")
+    thread_scheduling_stats: Any = None
+    node_index: int | None = None
+    graph_index: int | None = None
+    exec_plan_index: int | None = None
+    activation_size: int | None = None
+    parameter_size: int | None = None
+    output_size: int | None = None
+    mem_arena_held: int | None = None
+    mem_arena_held_delta: int | None = None
+    mem_bytes_in_use: int | None = None
+    mem_bytes_requested_in_use: int | None = None
+    mem_in_use_delta: int | None = None
+    mem_in_use_peak: int | None = None
+    mem_requested_in_use_delta: int | None = None
 
-        op_name: str = ""
-        provider: str = ""
-        parent_name: str | None = None
-        stream: str | None = None
-        grid_x: str | None = None
-        grid_y: str | None = None
-        grid_z: str | None = None
-        block_x: str | None = None
-        block_y: str | None = None
-        block_z: str | None = None
-        input_type_shape: _msgspec.Raw = _msgspec.Raw(b"")
-        output_type_shape: _msgspec.Raw = _msgspec.Raw(b"")
-        thread_scheduling_stats: Any = None
-        node_index: int | None = None
-        graph_index: int | None = None
-        exec_plan_index: int | None = None
-        activation_size: int | None = None
-        parameter_size: int | None = None
-        output_size: int | None = None
-        mem_arena_held: int | None = None
-        mem_arena_held_delta: int | None = None
-        mem_bytes_in_use: int | None = None
-        mem_bytes_requested_in_use: int | None = None
-        mem_in_use_delta: int | None = None
-        mem_in_use_peak: int | None = None
-        mem_requested_in_use_delta: int | None = None
 
-    class _TypedEvent(_msgspec.Struct, gc=False):  # type: ignore[misc,call-arg]
-        cat: str
-        name: str
-        ts: int
-        dur: int
-        tid: int = 0
-        args: _TypedArgs | None = None
+class _TypedEvent(msgspec.Struct, gc=False):  # type: ignore[misc,call-arg]
+    cat: str
+    name: str
+    ts: int
+    dur: int
+    tid: int = 0
+    args: _TypedArgs | None = None
 
-    # strict=False: the numbers ORT writes as strings ("1048580") are decoded as ints
-    _DECODER = _msgspec.json.Decoder(list[_TypedEvent], strict=False)
-    RAW_JSON = _msgspec.Raw
-    decode_raw = _msgspec.json.decode
-else:  # pragma: no cover - exercised when msgspec is absent
-    RAW_JSON = type("_NoRaw", (), {})  # nothing is of this type
-    decode_raw = _loads
+
+# strict=False: the numbers ORT writes as strings ("1048580") are decoded as ints
+_DECODER = msgspec.json.Decoder(list[_TypedEvent], strict=False)
+RAW_JSON = msgspec.Raw  # the shapes as raw JSON from the schema decode
+decode_raw = msgspec.json.decode
 
 
 def scan_typed(raw: bytes) -> Scan | None:
     """:func:`scan_events` of a file's bytes decoded with a schema of the fields the node frame
     needs (below orjson's time: shapes stay raw JSON, numbers become ints, no dict is
-    built); ``node_ev`` holds the args structs. None without msgspec or for a file that
-    does not fit (then the generic parse decides)."""
-    if _msgspec is None:
-        return None
+    built); ``node_ev`` holds the args structs. None for a file that does not fit (then
+    the generic parse decides)."""
     try:
         events = _DECODER.decode(raw)
-    except _msgspec.DecodeError:  # a ValidationError too
+    except msgspec.DecodeError:  # a ValidationError too
         return None
     s = Scan([], [], [], [], [], [], [], [], [])
     ts, dur, tid, key, run = s.ts.append, s.dur.append, s.tid.append, s.keys.append, s.runs.append
