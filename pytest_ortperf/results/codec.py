@@ -1,11 +1,12 @@
-"""The records' ``from_dict``: their plain-dict form decoded with msgspec (:func:`decode`)."""
+"""The records' ``from_dict``: their plain-dict form decoded with msgspec (:func:`decode`,
+given to each record by :class:`Decoded`), and the optional parts of their ``to_dict``."""
 
 from __future__ import annotations
 
 import dataclasses
 import math
 import typing
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -91,3 +92,27 @@ def decode(cls: type[R], data: Mapping[str, Any]) -> R:
         return msgspec.convert(values, cls, strict=False)
     except msgspec.ValidationError as exc:
         raise ValueError(f"invalid {cls.__name__}: {exc}") from None
+
+
+class Decoded:
+    """A record's ``from_dict``: :func:`decode` of its ``to_dict`` form."""
+
+    __slots__ = ()
+
+    @classmethod
+    def from_dict(cls: type[R], data: Mapping[str, Any]) -> R:
+        return decode(cls, data)
+
+
+class _ToDict(typing.Protocol):
+    def to_dict(self) -> dict[str, Any]: ...
+
+
+def session_dict(session: _ToDict | None) -> dict[str, Any] | None:
+    """The ``session`` of a record's ``to_dict``: None where not recorded."""
+    return None if session is None else session.to_dict()
+
+
+def slo_dict(verdicts: Sequence[_ToDict]) -> dict[str, Any]:
+    """The ``slo`` key of a record's ``to_dict``: its budgets' verdicts, none without one."""
+    return {"slo": [v.to_dict() for v in verdicts]} if verdicts else {}

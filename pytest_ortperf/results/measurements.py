@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_ortperf.results.codec import NO_SUMMARY, decode
+from pytest_ortperf.results.codec import NO_SUMMARY, Decoded, session_dict, slo_dict
 from pytest_ortperf.results.verdicts import SloVerdict
 from pytest_ortperf.stats import Summary, summarize
 
@@ -54,7 +54,7 @@ class SessionInfo:
 
 
 @dataclass(frozen=True)
-class LatencyResult:
+class LatencyResult(Decoded):
     """Latency of one target: raw block samples and their summary, in seconds per call.
 
     ``measured`` is False in smoke mode (plain ``pytest``): then the single sample comes from
@@ -146,7 +146,7 @@ class LatencyResult:
             "samples": list(self.samples),
             "calls_per_block": self.calls_per_block,
             "measured": self.measured,
-            "session": None if self.session is None else self.session.to_dict(),
+            "session": session_dict(self.session),
             "preempted": self.preempted,
             "preempted_kept": self.preempted_kept,
             "summary": self.summary.to_dict(),
@@ -156,16 +156,12 @@ class LatencyResult:
                 else {"control": self.control.to_dict(), "block_ratios": list(self.block_ratios)}
             ),
             **({"runs": list(self.runs)} if self.runs else {}),
-            **({"slo": [v.to_dict() for v in self.slo]} if self.slo else {}),
+            **slo_dict(self.slo),
         }
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> LatencyResult:
-        return decode(cls, data)
 
 
 @dataclass(frozen=True)
-class OutputDiff:
+class OutputDiff(Decoded):
     """Largest absolute and relative difference of one output, candidate vs reference."""
 
     output: str
@@ -175,13 +171,9 @@ class OutputDiff:
     def to_dict(self) -> dict[str, Any]:
         return {"output": self.output, "max_abs": self.max_abs, "max_rel": self.max_rel}
 
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> OutputDiff:
-        return decode(cls, data)
-
 
 @dataclass(frozen=True)
-class Comparison:
+class Comparison(Decoded):
     """Candidate vs reference measured interleaved.
 
     ``ratio`` is the Hodges-Lehmann estimate of the paired block ratios candidate/reference
@@ -228,13 +220,9 @@ class Comparison:
             **({"runs": list(self.runs)} if self.runs else {}),
         }
 
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Comparison:
-        return decode(cls, data)
-
 
 @dataclass(frozen=True)
-class MemoryResult:
+class MemoryResult(Decoded):
     """Memory of one target, in bytes: the process's resident memory (RSS) while calling
     it, and ORT's own allocator figures where ORT reports them.
 
@@ -301,17 +289,13 @@ class MemoryResult:
             "measured": self.measured,
         }
 
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> MemoryResult:
-        return decode(cls, data)
-
 
 COLD_START_FIGURES = ("create", "first_run", "new_shape")
 """The figures of a cold start, in the order they happen in each fresh process."""
 
 
 @dataclass(frozen=True)
-class ColdStartResult:
+class ColdStartResult(Decoded):
     """Cold start of one model: each launch a fresh Python process (nothing warm: imports,
     allocator, thread pools, caches), in seconds, one value per launch.
 
@@ -374,11 +358,7 @@ class ColdStartResult:
             "shapes": list(self.shapes),
             "new_shape_note": self.new_shape_note,
             "measured": self.measured,
-            "session": None if self.session is None else self.session.to_dict(),
+            "session": session_dict(self.session),
             "summaries": {f: s.to_dict() for f, s in self.summaries.items()},
-            **({"slo": [v.to_dict() for v in self.slo]} if self.slo else {}),
+            **slo_dict(self.slo),
         }
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> ColdStartResult:
-        return decode(cls, data)

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_ortperf.results.codec import decode
+from pytest_ortperf.results.codec import Decoded, session_dict, slo_dict
 from pytest_ortperf.results.measurements import SessionInfo
 from pytest_ortperf.results.verdicts import SloVerdict
 
@@ -20,7 +20,7 @@ MIN_TAIL_CALLS = 10
 
 
 @dataclass(frozen=True)
-class PerCallResult:
+class PerCallResult(Decoded):
     """Single calls timed one by one (``ortperf.per_call``), for the latency tails.
 
     ``calls`` are the raw single-call times in seconds, timer included, in rounds of
@@ -141,7 +141,7 @@ class PerCallResult:
             "blocks": list(self.blocks),
             "calls_per_block": self.calls_per_block,
             "measured": self.measured,
-            "session": None if self.session is None else self.session.to_dict(),
+            "session": session_dict(self.session),
             "preempted": self.preempted,
             "preempted_kept": self.preempted_kept,
             "watched": self.watched,
@@ -150,16 +150,12 @@ class PerCallResult:
             "quantiles": self.quantiles,
             "block_median": self.block_median,
             **({} if self.reference is None else {"reference": self.reference.to_dict()}),
-            **({"slo": [v.to_dict() for v in self.slo]} if self.slo else {}),
+            **slo_dict(self.slo),
         }
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> PerCallResult:
-        return decode(cls, data)
 
 
 @dataclass(frozen=True)
-class ThroughputLevel:
+class ThroughputLevel(Decoded):
     """One level of concurrency: ``calls`` completed by ``concurrency`` threads in
     ``seconds`` (all rounds together), each round's calls per second in ``rates``, and the
     seconds per call each caller saw (``p50``, ``p90``, ``p99``, ``mean``)."""
@@ -190,13 +186,9 @@ class ThroughputLevel:
             "mean": self.mean,
         }
 
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> ThroughputLevel:
-        return decode(cls, data)
-
 
 @dataclass(frozen=True)
-class ThroughputResult:
+class ThroughputResult(Decoded):
     """Throughput of one model under concurrency (``ortperf.throughput``): one
     :class:`ThroughputLevel` per number of calling threads.
 
@@ -260,10 +252,6 @@ class ThroughputResult:
             "spinning": self.spinning,
             "cores": self.cores,
             "measured": self.measured,
-            "session": None if self.session is None else self.session.to_dict(),
-            **({"slo": [v.to_dict() for v in self.slo]} if self.slo else {}),
+            "session": session_dict(self.session),
+            **slo_dict(self.slo),
         }
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> ThroughputResult:
-        return decode(cls, data)

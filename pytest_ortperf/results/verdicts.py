@@ -4,12 +4,11 @@ measurement (:class:`Judgement`), and a latency budget's verdict (:class:`SloVer
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from pytest_ortperf.results.codec import decode
+from pytest_ortperf.results.codec import Decoded
 
 
 class Outcome(str, Enum):
@@ -47,7 +46,7 @@ _OUTCOME_RANK = {outcome: i for i, outcome in enumerate(Outcome)}
 
 
 @dataclass(frozen=True)
-class Verdict:
+class Verdict(Decoded):
     """The judgement of one metric against its baseline.
 
     ``change`` is ``current / baseline - 1`` (``current`` is the baseline scaled by the
@@ -93,13 +92,9 @@ class Verdict:
             "message": self.message,
         }
 
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Verdict:
-        return decode(cls, data)
-
 
 @dataclass(frozen=True)
-class Judgement:
+class Judgement(Decoded):
     """The verdicts of one measurement (``test``, ``name``) of a gated run."""
 
     test: str
@@ -113,10 +108,6 @@ class Judgement:
             "verdicts": [v.to_dict() for v in self.verdicts],
         }
 
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Judgement:
-        return decode(cls, data)
-
 
 SLO_OUTCOMES = ("violated", "inconclusive", "met", "not_gated")
 """What a latency budget's verdict says (:mod:`pytest_ortperf.gating.slo`), most urgent
@@ -124,7 +115,7 @@ first; only ``violated`` fails a test."""
 
 
 @dataclass(frozen=True)
-class SloVerdict:
+class SloVerdict(Decoded):
     """A latency budget (``slo=``) judged on one figure: its quantile's ``estimate`` and
     distribution-free bounds ``low``/``high`` at ``confidence`` (NaN or infinite where the
     values are too few), against ``budget`` (seconds; calls per second, a minimum, when
@@ -167,7 +158,3 @@ class SloVerdict:
         return {
             k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in out.items()
         }
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> SloVerdict:
-        return decode(cls, data)
