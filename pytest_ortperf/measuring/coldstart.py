@@ -36,9 +36,12 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from pytest_ortperf.measuring.session import SessionSettings
 
 MARKER = "ORTPERF-COLDSTART "
 """Prefix of the child's result line on stdout."""
@@ -76,29 +79,22 @@ class Launch:
 
 @dataclass(frozen=True)
 class ColdStartSpec:
-    """What one child process builds and runs (written as JSON for it)."""
+    """What one child process builds and runs (written as JSON for it: the session's
+    settings as their fields, beside the files)."""
 
     model: str
-    providers: tuple[str, ...]
-    optimization: str
-    threads: int
-    spinning: bool
-    options: tuple[tuple[str, Any], ...]
-    custom_ops: tuple[str, ...]
+    settings: SessionSettings
     feeds: str
     shape_feeds: str | None
     bfloat16: tuple[str, ...] = ()
     warmup_runs: int = WARMUP_RUNS
 
     def to_json(self) -> str:
+        import msgspec
+
         data = {
             "model": self.model,
-            "providers": list(self.providers),
-            "optimization": self.optimization,
-            "threads": self.threads,
-            "spinning": self.spinning,
-            "options": [[k, v] for k, v in self.options],
-            "custom_ops": list(self.custom_ops),
+            **msgspec.to_builtins(self.settings),
             "feeds": self.feeds,
             "shape_feeds": self.shape_feeds,
             "bfloat16": list(self.bfloat16),
@@ -108,15 +104,14 @@ class ColdStartSpec:
 
     @classmethod
     def from_json(cls, text: str) -> ColdStartSpec:
+        import msgspec
+
+        from pytest_ortperf.measuring.session import SessionSettings
+
         data = json.loads(text)
         return cls(
             model=str(data["model"]),
-            providers=tuple(data["providers"]),
-            optimization=str(data["optimization"]),
-            threads=int(data["threads"]),
-            spinning=bool(data["spinning"]),
-            options=tuple((str(k), v) for k, v in data["options"]),
-            custom_ops=tuple(data["custom_ops"]),
+            settings=msgspec.convert(data, SessionSettings, strict=False),
             feeds=str(data["feeds"]),
             shape_feeds=data.get("shape_feeds"),
             bfloat16=tuple(data.get("bfloat16") or ()),
@@ -161,23 +156,17 @@ def child(spec_path: str) -> dict[str, Any]:
     import onnxruntime as ort
 
     from pytest_ortperf.measuring.ortvalues import run_plain
-    from pytest_ortperf.measuring.session import SessionSettings, make_session_options
+    from pytest_ortperf.measuring.session import make_session_options
 
     imports = time.perf_counter() - start
     spec = ColdStartSpec.from_json(Path(spec_path).read_text(encoding="utf-8"))
-    settings = SessionSettings(
-        providers=spec.providers,
-        optimization=spec.optimization,
-        threads=spec.threads,
-        spinning=spec.spinning,
-        options=spec.options,
-        custom_ops=spec.custom_ops,
-    )
-    options = make_session_options(settings)
+    options = make_session_options(spec.settings)
     feeds = _load_feeds(spec.feeds, spec.bfloat16)
     other = _load_feeds(spec.shape_feeds, spec.bfloat16) if spec.shape_feeds else None
     t0 = time.perf_counter()
-    sess = ort.InferenceSession(spec.model, sess_options=options, providers=list(spec.providers))
+    sess = ort.InferenceSession(
+        spec.model, sess_options=options, providers=list(spec.settings.providers)
+    )
     t1 = time.perf_counter()
     run_plain(sess, feeds)
     t2 = time.perf_counter()
@@ -344,13 +333,12 @@ def prepare(
     directory: Path,
     key: str,
     model_bytes: bytes,
-    settings: Any,
+    settings: SessionSettings,
     feeds: Mapping[str, np.ndarray[Any, Any]],
     shape_feeds: Mapping[str, np.ndarray[Any, Any]] | None,
     label: str,
 ) -> Prepared:
-    """Write one model's files (model, feeds ``.npz``, spec) under ``directory``;
-    ``settings`` is a :class:`~pytest_ortperf.measuring.session.SessionSettings`."""
+    """Write one model's files (model, feeds ``.npz``, spec) under ``directory``."""
     model = directory / f"{key}.onnx"
     model.write_bytes(model_bytes)
     feeds_path = directory / f"{key}-feeds.npz"
@@ -361,12 +349,7 @@ def prepare(
         save_feeds(shape_path, shape_feeds)
     spec = ColdStartSpec(
         model=str(model),
-        providers=tuple(settings.providers),
-        optimization=settings.optimization,
-        threads=settings.threads,
-        spinning=settings.spinning,
-        options=tuple(settings.options),
-        custom_ops=tuple(settings.custom_ops),
+        settings=settings,
         feeds=str(feeds_path),
         shape_feeds=None if shape_path is None else str(shape_path),
         bfloat16=bf16,
