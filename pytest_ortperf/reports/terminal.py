@@ -166,6 +166,13 @@ def format_table(
     return _fit(header, rows, max(width, 1), stack=True)
 
 
+def add_table(lines: list[str], table: Sequence[str]) -> None:
+    """``table`` appended to ``lines``, a blank line between them where both hold any."""
+    if lines and table:
+        lines.append("")
+    lines.extend(table)
+
+
 def _interval_column(rows: Sequence[SummaryRow]) -> tuple[str, list[str]]:
     """The header and cells of the gated metrics' interval column: ``98% CI`` when every
     interval has the same confidence, else ``CI`` with each cell's confidence after it."""
@@ -195,6 +202,7 @@ def summary_lines(
     latencies = [r for r in records if isinstance(r, LatencyResult)]
     comparisons = [r for r in records if isinstance(r, Comparison)]
     lines: list[str] = []
+    header: tuple[str, ...]
     if latencies:
         rows = [
             (
@@ -208,8 +216,6 @@ def summary_lines(
         ]
         lines += format_table(("measurement", "api", "median", "IQR", "n"), rows, width=width)
     if comparisons:
-        if lines:
-            lines.append("")
         rows = [
             (
                 f"{c.test}::{c.name}",
@@ -220,15 +226,10 @@ def summary_lines(
             )
             for c in comparisons
         ]
-        lines += format_table(
-            ("comparison (candidate/reference)", "ratio", "95% CI", "ref", "cand"),
-            rows,
-            width=width,
-        )
+        header = ("comparison (candidate/reference)", "ratio", "95% CI", "ref", "cand")
+        add_table(lines, format_table(header, rows, width=width))
     memories = [r for r in records if isinstance(r, MemoryResult)]
     if memories:
-        if lines:
-            lines.append("")
         memory_rows = [
             (
                 f"{m.test}::{m.name}",
@@ -240,44 +241,32 @@ def summary_lines(
             )
             for m in memories
         ]
-        lines += format_table(
-            ("memory", "api", "peak RSS", "growth", "ORT in use", "method"),
-            memory_rows,
-            width=width,
-        )
+        header = ("memory", "api", "peak RSS", "growth", "ORT in use", "method")
+        add_table(lines, format_table(header, memory_rows, width=width))
     colds = [r for r in records if isinstance(r, ColdStartResult)]
     if colds:
-        if lines:
-            lines.append("")
-        lines += format_table(
-            ("cold start (fresh processes)", "create", "first run", "new shape", "n"),
-            [cold_start_row(c) for c in colds],
-            width=width,
-        )
-    lines += tails_throughput_lines(records, width, gap=bool(lines))
-    lines += budget_lines(records, width, gap=bool(lines))
+        header = ("cold start (fresh processes)", "create", "first run", "new shape", "n")
+        add_table(lines, format_table(header, [cold_start_row(c) for c in colds], width=width))
+    add_table(lines, tails_throughput_lines(records, width))
+    add_table(lines, budget_lines(records, width))
     gated = [
         row for row in summary_rows(records, judgements) if row.outcome is not Outcome.RECORDED
     ]
     if gated:
-        if lines:
-            lines.append("")
         label, intervals = _interval_column(gated)
-        lines += format_table(
-            ("gated metric", "metric", "outcome", "value", "change", label),
-            [
-                (
-                    f"{row.test}::{row.name}",
-                    row.metric,
-                    str(row.outcome),
-                    row.value,
-                    row.point_change,
-                    interval,
-                )
-                for row, interval in zip(gated, intervals, strict=True)
-            ],
-            width=width,
-        )
+        header = ("gated metric", "metric", "outcome", "value", "change", label)
+        gated_rows = [
+            (
+                f"{row.test}::{row.name}",
+                row.metric,
+                str(row.outcome),
+                row.value,
+                row.point_change,
+                interval,
+            )
+            for row, interval in zip(gated, intervals, strict=True)
+        ]
+        add_table(lines, format_table(header, gated_rows, width=width))
         # A tail verdict (per_call against a reference of the same run) has no baseline
         # that an update would record: it counts in neither figure of the hint.
         improved = sum(
@@ -328,9 +317,9 @@ def cold_start_row(record: ColdStartResult) -> tuple[str, str, str, str, str]:
     )
 
 
-def tails_throughput_lines(records: Sequence[Record], width: int, *, gap: bool) -> list[str]:
+def tails_throughput_lines(records: Sequence[Record], width: int) -> list[str]:
     """Tables of single-call quantiles (timer cost subtracted, beside the block median)
-    and of calls per second by concurrency; a blank line first when ``gap``."""
+    and of calls per second by concurrency."""
     lines: list[str] = []
     tails = [r for r in records if isinstance(r, PerCallResult)]
     if tails:
@@ -348,8 +337,6 @@ def tails_throughput_lines(records: Sequence[Record], width: int, *, gap: bool) 
         )
     throughputs = [r for r in records if isinstance(r, ThroughputResult)]
     if throughputs:
-        if lines:
-            lines.append("")
         levels = sorted({x.concurrency for r in throughputs for x in r.levels})
         rates_rows: list[tuple[str, ...]] = []
         for r in throughputs:
@@ -362,13 +349,12 @@ def tails_throughput_lines(records: Sequence[Record], width: int, *, gap: bool) 
                 )
             )
         header = ("throughput (calls/s)", *(f"{n} thr" for n in levels), "threading")
-        lines += format_table(header, rates_rows, width=width)
-    return ([""] if gap and lines else []) + lines
+        add_table(lines, format_table(header, rates_rows, width=width))
+    return lines
 
 
-def budget_lines(records: Sequence[Record], width: int, *, gap: bool) -> list[str]:
-    """The latency budgets' verdicts (``slo=``), one row each, violated first; a blank
-    line first when ``gap``."""
+def budget_lines(records: Sequence[Record], width: int) -> list[str]:
+    """The latency budgets' verdicts (``slo=``), one row each, violated first."""
     from pytest_ortperf.gating.slo import TABLE_HEADER, table_row
     from pytest_ortperf.results import SLO_OUTCOMES
 
@@ -380,8 +366,7 @@ def budget_lines(records: Sequence[Record], width: int, *, gap: bool) -> list[st
     if not rows:
         return []
     rows.sort(key=lambda row: row[0])
-    table = format_table(TABLE_HEADER, [row for _, row in rows], width=width)
-    return ([""] if gap else []) + table
+    return format_table(TABLE_HEADER, [row for _, row in rows], width=width)
 
 
 def compact_property(key: str, value: object) -> object:
