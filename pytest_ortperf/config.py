@@ -71,6 +71,11 @@ class OrtperfConfig:
     family_alpha: float | None = None
     """``--ortperf-family-alpha``: a false alarm anywhere in the run at most this likely,
     split over its planned timing verdicts (:mod:`pytest_ortperf.gating.suite`)."""
+    artifacts: str | None = None
+    """``--ortperf-artifacts``: the artifact store (a directory or ``store``; None: the
+    default, :func:`pytest_ortperf.store.artifacts.resolve_artifacts`)."""
+    skip_unchanged: bool = False
+    """``--ortperf-skip-unchanged``: latencies unchanged since their baseline run once."""
 
     @classmethod
     def from_pytest(cls, config: pytest.Config) -> OrtperfConfig:
@@ -106,6 +111,10 @@ class OrtperfConfig:
             or None  # then $ORTPERF_STORE, else the default (store.resolve_store)
         )
         baseline, history = _history_settings(option_or_ini, update=update)
+        artifacts = str(option_or_ini("ortperf_artifacts")[0] or "").strip() or None
+        skip_unchanged = bool(config.getoption("ortperf_skip_unchanged", False)) or _flag(
+            config.getini("ortperf_skip_unchanged"), "ini ortperf_skip_unchanged"
+        )
         family, what = option_or_ini("ortperf_family_alpha")
         family_alpha = _alpha(family, what) if str(family).strip() else None
         return cls(
@@ -125,6 +134,8 @@ class OrtperfConfig:
             history=history,
             fail_blind=fail_blind,
             family_alpha=family_alpha,
+            artifacts=artifacts,
+            skip_unchanged=skip_unchanged,
         )
 
     def engine_config(self, marker: dict[str, Any]) -> EngineConfig:

@@ -67,6 +67,21 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "disables it)",
     )
     group.addoption(
+        "--ortperf-artifacts",
+        default=None,
+        metavar="DIR",
+        help="artifact store of baselines' models, to judge latencies beside them: a "
+        "directory, or 'store' for the results store (default: ini ortperf_artifacts, "
+        "else $ORTPERF_ARTIFACTS, else .ortperf/artifacts under the rootdir)",
+    )
+    group.addoption(
+        "--ortperf-skip-unchanged",
+        action="store_true",
+        default=None,
+        help="run once, without measuring, a latency whose model, settings and onnxruntime "
+        "are identical to its baseline's (default: ini ortperf_skip_unchanged, else off)",
+    )
+    group.addoption(
         "--ortperf-update",
         action="store_true",
         default=False,
@@ -143,6 +158,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("ortperf_pr_comment", "pull-request comment file (Markdown)", default="")
     parser.addini("ortperf_budget", "time budget of one measurement in seconds", default="1.0")
     parser.addini("ortperf_store", "results store path or URL ('none' disables)", default="")
+    parser.addini(
+        "ortperf_artifacts",
+        "artifact store: a directory or 'store' (default $ORTPERF_ARTIFACTS, else "
+        ".ortperf/artifacts)",
+        default="",
+    )
+    parser.addini(
+        "ortperf_skip_unchanged", "do not measure latencies unchanged since the baseline",
+        default="false",
+    )  # fmt: skip
     parser.addini("ortperf_threshold", "allowed slowdown of a gated metric", default="0.05")
     parser.addini(
         "ortperf_alpha", "one-sided significance level of the gate", default=str(DEFAULT_ALPHA)
@@ -587,6 +612,13 @@ def ortperf(request: pytest.FixtureRequest) -> Generator[Recorder, None, None]:
         latency_mode="absolute" if settings.baseline == "history" else gate_settings.latency_mode,
     )
     recorder.marker_slo = marker.get("slo")
+    if settings.enabled and settings.baseline != "history":
+        from pytest_ortperf.recorder.beside_settings import BesideSettings
+
+        recorder.context.beside = BesideSettings(
+            artifacts=settings.artifacts, rootdir=request.config.rootpath,
+            results_store=state.store_target(), skip_unchanged=settings.skip_unchanged,
+        )  # fmt: skip
     node.stash[RECORDER_KEY] = recorder
     yield recorder
 

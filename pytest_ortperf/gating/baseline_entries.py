@@ -10,7 +10,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from pytest_ortperf.gating.baseline_schema import KINDS
+from pytest_ortperf.gating.baseline_schema import BESIDE, KINDS, RECIPE
 from pytest_ortperf.gating.memory_rule import memory_entry
 from pytest_ortperf.gating.placement import Placement, add_placement, read_placement
 from pytest_ortperf.gating.rules import judge_structure
@@ -159,7 +159,13 @@ def entry_from_record(
                 )
     except (KeyError, TypeError) as exc:
         raise ValueError(f"record of kind {kind!r} lacks or mangles field {exc}") from exc
-    return round_floats(entry)  # type: ignore[no-any-return]
+    rounded: dict[str, Any] = round_floats(entry)
+    if kind == "latency":  # what judging beside the baseline's model needs (gating.beside)
+        if record_dict.get(BESIDE):
+            rounded[BESIDE] = round_floats(record_dict[BESIDE])
+        if record_dict.get(RECIPE):  # as made: its digest covers its floats
+            rounded[RECIPE] = record_dict[RECIPE]
+    return rounded
 
 
 def op_histograms(record_dict: Mapping[str, Any]) -> dict[str, dict[str, int]]:

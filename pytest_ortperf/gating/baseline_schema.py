@@ -22,6 +22,11 @@ from pytest_ortperf.gating.memory_rule import check_memory_entry
 from pytest_ortperf.gating.settings import LATENCY_MODES
 
 KINDS = ("compare", "latency", "memory")
+RECIPE = "recipe"
+"""Key of a latency entry's recipe (``measuring.recipe.Recipe.to_dict()``: hashes of what
+determines its speed, checked by ``Recipe.from_dict`` where it is used)."""
+BESIDE = "beside"
+"""Key of a latency entry's A/A ratio baseline (:mod:`pytest_ortperf.gating.beside`)."""
 MAX_ENTRY_DEPTH = 8
 """Nesting deeper than this (objects and lists inside an entry) is refused: a valid entry
 nests 4 deep (``sessions`` -> role -> ``providers`` -> list)."""
@@ -75,6 +80,18 @@ class CompareEntry(Entry, kw_only=True):
     placements: dict[str, dict[str, tuple[str, str]]] = {}
 
 
+class Beside(msgspec.Struct, kw_only=True):
+    """A latency's A/A ratio baseline: two fresh sessions of its model, interleaved."""
+
+    ratio: Positive
+    low: Positive
+    high: Positive
+    confidence: Number = 0.0
+    n: Annotated[int, msgspec.Meta(ge=0)] = 0
+    block_ratios: Positives
+    runs: RunSizes | None = None
+
+
 class LatencyEntry(Entry, kw_only=True):
     """An absolute latency."""
 
@@ -82,6 +99,8 @@ class LatencyEntry(Entry, kw_only=True):
     median: Positive = 1.0
     calls_per_block: Annotated[int, msgspec.Meta(ge=1)] = 1
     session: Settings | None = None
+    recipe: dict[str, Any] | None = None
+    beside: Beside | None = None
 
 
 class NormalizedEntry(LatencyEntry, kw_only=True):
@@ -125,6 +144,8 @@ PROBLEMS = {
     "placements": "must map roles to {{node: [op type, provider]}}",
     "op_shares": "must map roles to {{op type: share}}",
     "control": "must be {{model, median}} of the control workload",
+    "recipe": "must be an object (the recipe of the model, settings and onnxruntime)",
+    "beside": "must be {{ratio, low, high, block_ratios, ...}} of an A/A ratio baseline",
 }
 """What each field must be, as an error says it (``value``: the field's, shortened;
 ``blocks``: how many block ratios the entry has)."""
@@ -132,11 +153,12 @@ PROBLEMS = {
 _AT = re.compile(r" - at `\$\.(\w+)")
 _MISSING = re.compile(r"missing required field `(\w+)`")
 _TYPED = {
-    schema: frozenset(schema.__struct_fields__) - {"session", "sessions"}
+    schema: frozenset(schema.__struct_fields__) - {"session", "sessions", RECIPE}
     for schema in _SCHEMAS.values()
 }
 """The fields whose nesting a schema bounds (not walked for their depth: the schema check
-refuses a deeper value without walking it). A session's settings may hold unknown keys."""
+refuses a deeper value without walking it). A session's settings and a recipe may hold
+unknown keys."""
 
 
 def show(value: Any) -> str:

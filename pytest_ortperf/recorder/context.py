@@ -18,6 +18,7 @@ from pytest_ortperf.recorder.targets import session_info, warmed
 
 if TYPE_CHECKING:
     from pytest_ortperf.measuring.session import OrtSession
+    from pytest_ortperf.recorder.beside_settings import BesideSettings
     from pytest_ortperf.results import LatencyResult, Record, Verdict
 
 
@@ -47,6 +48,8 @@ class Context:
         self.fail_blind = fail_blind
         self.marker_slo: Any = None
         self.cold_launcher: Callable[[Path, str, float], Any] | None = None
+        self.beside: BesideSettings | None = None
+        """Artifacts and the judging of latencies beside the baseline's model (None: off)."""
 
     @property
     def test(self) -> str:

@@ -4,16 +4,19 @@ the baseline (or taken as one), recorded."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from typing import Any
 
+from pytest_ortperf.gating.gate import Decision
 from pytest_ortperf.measuring.calls import hide_rejected
 from pytest_ortperf.measuring.engine import StopRule, TimingEngine, smoke
 from pytest_ortperf.measuring.outputs import verify_outputs
 from pytest_ortperf.measuring.records import comparison
 from pytest_ortperf.measuring.session import OrtSession, watches_cpu
+from pytest_ortperf.recorder.beside import applies, judged_beside, kept
 from pytest_ortperf.recorder.budgets import budgets_of, judged, latency_blocks
 from pytest_ortperf.recorder.context import Context
-from pytest_ortperf.recorder.deciding import decide, judge_ab
+from pytest_ortperf.recorder.deciding import Measure, decide, judge_ab
 from pytest_ortperf.recorder.targets import (
     CONTROL_NAME,
     Feeds,
@@ -65,12 +68,42 @@ def latency(
         warn_unsettled(name, samples)
         return dataclasses.replace(ctx.result(name, api, samples, timed_session), control=control)
 
-    decision = decide(ctx, measure, entry)
+    decision, extra = _decided(ctx, target, feeds, api, name, entry, measure)
     blocks = latency_blocks(ctx, decision.record, budgets, call, session)
     result = judged(ctx, decision.record, budgets, {"median": blocks})
-    ctx.recording.record(result, gated=True, verdicts=decision.verdicts, extra=decision.extra)
+    # A latency run once, not measured (--ortperf-skip-unchanged), keys no baseline entry.
+    gated = result.measured or not ctx.measured
+    ctx.recording.record(result, gated=gated, verdicts=decision.verdicts, extra=extra)
     ctx.enforce(name, decision)
     return result
+
+
+def _decided(
+    ctx: Context,
+    target: Target,
+    feeds: Feeds | None,
+    api: str,
+    name: str,
+    entry: Mapping[str, Any] | None,
+    measure: Measure[LatencyResult],
+) -> tuple[Decision[LatencyResult], dict[str, Any]]:
+    """A latency's decision and its payload's extra fields: judged beside the baseline's
+    model where its entry has a recipe (:mod:`pytest_ortperf.recorder.beside`), else as
+    :func:`~pytest_ortperf.recorder.deciding.decide` does; an update keeps the recipe."""
+    if not applies(ctx, target):
+        decision = decide(ctx, measure, entry)
+        return decision, decision.extra
+    assert isinstance(target, OrtSession)
+    if ctx.gate is not None:
+        found = judged_beside(ctx, target, feeds, api, name, entry, measure)
+        if found is not None:
+            return found.decision, found.extra
+        decision = decide(ctx, measure, entry)
+        return decision, decision.extra
+    decision = decide(ctx, measure, entry)
+    if ctx.baseline_runs <= 1:  # not a baseline: nothing to keep
+        return decision, decision.extra
+    return decision, {**decision.extra, **kept(ctx, target, feeds, api)}
 
 
 def check_max_slowdown(max_slowdown: float | None) -> None:

@@ -1,0 +1,275 @@
+"""A local session's latency judged beside the baseline's own model (issue 23; the
+statistics and words: :mod:`pytest_ortperf.gating.beside`).
+
+At ``--ortperf-update`` (:func:`kept`): the latency's recipe, its model bytes (and custom-op
+libraries) put into the artifact store, and an A/A ratio baseline of two fresh sessions of
+the model measured interleaved. At a check (:func:`judged_beside`), by the recipe today:
+
+- identical to the baseline's: ``unchanged``, measured as usual for history (or, with
+  ``--ortperf-skip-unchanged``, run once and not measured) and never failed;
+- changed, and the baseline's session can be rebuilt here (its model's bytes in the
+  artifact store, the same onnxruntime, the same custom-op libraries, its providers
+  available): today's session measured interleaved with it, the ratio judged;
+- else: today's mode (normalized or absolute), its verdict naming what was missing.
+
+Only a local ``OrtSession`` measured by the real engine has a recipe: a binding, or an
+engine that injects its figures (``ScriptedEngine``), keeps today's modes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from pytest_ortperf.gating.baseline_schema import BESIDE, RECIPE
+from pytest_ortperf.gating.beside import (
+    KEEP_ARTIFACTS,
+    MODE,
+    BesideGate,
+    as_compare_entry,
+    beside_entry,
+    beside_verdict,
+    fallback_verdicts,
+    unchanged_verdict,
+)
+from pytest_ortperf.gating.gate import Decision
+from pytest_ortperf.measuring.engine import Engine, StopRule, TimingEngine, smoke
+from pytest_ortperf.measuring.records import comparison, latency_result, merge_runs
+from pytest_ortperf.measuring.session import OrtSession, ProviderUnavailable, watches_cpu
+from pytest_ortperf.recorder.beside_settings import ArtifactWarning
+from pytest_ortperf.recorder.context import Context
+from pytest_ortperf.recorder.deciding import Measure, decide
+from pytest_ortperf.recorder.targets import Feeds, Target, calls, session_info, warmed
+from pytest_ortperf.recorder.unsettled import warn_unsettled
+from pytest_ortperf.results import Comparison, LatencyResult
+
+
+def applies(ctx: Context, target: Target) -> bool:
+    """Whether this latency keeps or uses a recipe (see the module)."""
+    return (
+        ctx.beside is not None
+        and ctx.measured
+        and type(target) is OrtSession
+        and isinstance(ctx.engine, Engine)
+    )
+
+
+# --------------------------------------------------------------------------- update
+
+
+def kept(ctx: Context, session: OrtSession, feeds: Feeds | None, api: str) -> dict[str, Any]:
+    """What a baseline entry keeps besides the record: the recipe and the A/A ratio
+    baseline (empty where no recipe can be made); the model's bytes go to the artifact
+    store (a failure warns, the update goes on)."""
+    from pytest_ortperf.measuring.recipe import Recipe, RecipeError
+    from pytest_ortperf.store.artifacts import ArtifactError
+    from pytest_ortperf.store.errors import StoreError
+
+    assert ctx.beside is not None
+    try:
+        recipe = Recipe.of_session(session, feeds or {})
+    except RecipeError as exc:
+        warnings.warn(ArtifactWarning(f"{session.label}: no recipe kept ({exc})"), stacklevel=4)
+        return {}
+    try:
+        store = ctx.beside.store()
+        store.put(session.model_bytes, sha256=recipe.model_sha256)
+        for library in session.settings.custom_ops:
+            with open(library, "rb") as fh:
+                store.put(fh.read())
+    except (ArtifactError, StoreError, OSError) as exc:
+        warnings.warn(
+            ArtifactWarning(
+                f"{session.label}: artifact not kept ({exc}); its checks fall back to the "
+                f"{ctx.latency_mode} latency"
+            ),
+            stacklevel=4,
+        )
+    k = max(ctx.baseline_runs, 1)
+    engine = ctx.engine.scaled(1.0 / k)
+    parts = [_pair(ctx, session, session, feeds, api, engine, None, "A/A") for _ in range(k)]
+    return {RECIPE: recipe.to_dict(), BESIDE: beside_entry(merge_runs(parts).to_dict())}
+
+
+def _pair(
+    ctx: Context,
+    reference: OrtSession,
+    candidate: OrtSession,
+    feeds: Feeds | None,
+    api: str,
+    engine: TimingEngine,
+    stop: StopRule | None,
+    label: str,
+) -> Comparison:
+    """Fresh sessions of ``reference`` and ``candidate`` measured interleaved."""
+    ref, cand = reference.derive(), candidate.derive()
+    timed = [calls(ref, feeds, api)[0], calls(cand, feeds, api)[0]]
+    ref_s, cand_s = warmed(engine, ref, cand).interleave(
+        timed, should_stop=stop, watch_cpu=watches_cpu(ref, cand)
+    )
+    warn_unsettled(label, ref_s, cand_s)
+    return comparison(
+        ctx.result(f"{label}:reference", api, ref_s, ref),
+        ctx.result(f"{label}:candidate", api, cand_s, cand),
+        label, 0.95,
+    )  # fmt: skip
+
+
+# --------------------------------------------------------------------------- check
+
+
+@dataclass(frozen=True)
+class Judged:
+    """How a gated latency was judged: its decision and the payload's extra fields."""
+
+    decision: Decision[LatencyResult]
+    extra: dict[str, Any]
+
+
+def judged_beside(
+    ctx: Context,
+    session: OrtSession,
+    feeds: Feeds | None,
+    api: str,
+    name: str,
+    entry: Mapping[str, Any] | None,
+    measure: Measure[LatencyResult],
+) -> Judged | None:
+    """The decision of a gated latency whose entry has a recipe (None: it has none, and
+    the usual gate judges it)."""
+    from pytest_ortperf.measuring.recipe import Recipe, RecipeError
+    from pytest_ortperf.store.artifacts import ArtifactMissing
+
+    assert ctx.beside is not None and ctx.gate is not None
+    if entry is None or entry.get(RECIPE) is None:
+        return None
+    try:
+        before = Recipe.from_dict(entry[RECIPE])
+    except RecipeError as exc:
+        return _fallback(ctx, measure, entry, f"the baseline's recipe is unusable ({exc})")
+    try:
+        now = Recipe.of_session(session, feeds or {})
+    except RecipeError as exc:
+        return _fallback(ctx, measure, entry, f"no recipe of today's session ({exc})")
+    if now.digest == before.digest:
+        return _unchanged(ctx, session, feeds, api, name, entry, measure)
+    changed = [str(d) for d in before.differences(now)]
+    reason = _cannot_rebuild(before, now)
+    if reason is None:
+        try:
+            baseline = _rebuilt(ctx, before, session)
+        except Exception as exc:  # an artifact missing or damaged, a session ORT refuses
+            reason = _describe(exc)
+            if not isinstance(exc, ArtifactMissing):  # damage is said even where it passes
+                warnings.warn(ArtifactWarning(f"{name}: {reason}"), stacklevel=5)
+        else:
+            return _beside(
+                ctx, baseline, session, feeds, api, name, entry, measure, before, changed
+            )
+    return _fallback(ctx, measure, entry, f"{reason}; changed: {', '.join(changed)}")
+
+
+def _cannot_rebuild(before: Any, now: Any) -> str | None:
+    """Why the baseline's session cannot be rebuilt here, before reading any artifact."""
+    if before.onnxruntime != now.onnxruntime:
+        return (
+            f"the baseline's {before.onnxruntime} differs from {now.onnxruntime} here: running "
+            "its model beside today's in a worker of that version is not done yet"
+        )
+    if before.custom_ops != now.custom_ops:
+        return (
+            "a custom-op library changed since the baseline and its old build is not "
+            "rebuilt (not done yet)"
+        )
+    return None
+
+
+def _describe(exc: BaseException) -> str:
+    from pytest_ortperf.store.artifacts import ArtifactCorrupt, ArtifactMissing
+
+    if isinstance(exc, ArtifactMissing):
+        return f"the baseline's model is missing: {exc}; {KEEP_ARTIFACTS}"
+    if isinstance(exc, ArtifactCorrupt):
+        return f"the baseline's model is unusable: {exc}"
+    if isinstance(exc, ProviderUnavailable):
+        return f"the baseline's execution provider is not available here ({exc})"
+    return f"the baseline's session could not be rebuilt ({type(exc).__name__}: {exc})"
+
+
+def _rebuilt(ctx: Context, before: Any, today: OrtSession) -> OrtSession:
+    """The baseline's session: its model's bytes from the artifact store with its
+    settings (custom-op libraries: today's, whose hashes match)."""
+    assert ctx.beside is not None
+    data = ctx.beside.store().get(before.model_sha256, size=before.model_size)
+    keywords = before.session.keywords()
+    label = f"baseline:{before.model_name or today.label}"
+    return OrtSession.create(data, name=label, custom_ops=today.settings.custom_ops, **keywords)
+
+
+def _beside(
+    ctx: Context,
+    baseline: OrtSession,
+    session: OrtSession,
+    feeds: Feeds | None,
+    api: str,
+    name: str,
+    entry: Mapping[str, Any],
+    latency: Measure[LatencyResult],
+    before: Any,
+    changed: list[str],
+) -> Judged:
+    """Today's session measured interleaved with the baseline's, judged by the ratio rule
+    against the entry's A/A baseline; the record kept is today's arm."""
+    assert ctx.gate is not None
+    aa = as_compare_entry(entry)
+    if aa is None:
+        return _fallback(ctx, latency, entry, "the baseline has no A/A ratio to judge beside")
+
+    def measure(engine: TimingEngine, stop: StopRule | None, fresh: bool) -> Comparison:
+        return _pair(ctx, baseline, session, feeds, api, engine, stop, name)
+
+    decision = BesideGate.of(ctx.gate).decide(measure, ctx.engine, aa, merge_runs)
+    pair = decision.record
+    verdicts = [beside_verdict(v, before.model_sha256, changed) for v in decision.verdicts]
+    today = dataclasses.replace(pair.candidate, name=name)
+    extra = {MODE: "beside", "beside_ratio": pair.ratio}
+    first = None if decision.first is None else list(decision.first)
+    return Judged(Decision(today, verdicts, first), extra)
+
+
+def _unchanged(
+    ctx: Context,
+    session: OrtSession,
+    feeds: Feeds | None,
+    api: str,
+    name: str,
+    entry: Mapping[str, Any],
+    measure: Measure[LatencyResult],
+) -> Judged:
+    """Nothing hashed changed: measured once as usual (for history) or, skipping, run once."""
+    assert ctx.beside is not None and ctx.gate is not None
+    if ctx.beside.skip_unchanged:
+        samples = smoke(calls(session, feeds, api)[0], ctx.engine.clock)
+        info = session_info(session, False)
+        record = latency_result(ctx.test, name, api, samples, info, False)
+        extra = {MODE: "unchanged", "not_measured": True}
+        settings = ctx.gate.settings
+        verdict = unchanged_verdict([], threshold=settings.threshold, alpha=settings.alpha)
+        return Judged(Decision(record, [verdict]), extra)
+    record = measure(ctx.engine, None, False)
+    verdicts = ctx.gate.judge(record.to_dict(), entry)
+    return Judged(Decision(record, [unchanged_verdict(verdicts, n=len(record.samples))]),
+                  {MODE: "unchanged"})  # fmt: skip
+
+
+def _fallback(
+    ctx: Context, measure: Measure[LatencyResult], entry: Mapping[str, Any], reason: str
+) -> Judged:
+    """Today's mode judges the latency; its verdicts name why (``reason``)."""
+    decision = decide(ctx, measure, entry)
+    verdicts = fallback_verdicts(decision.verdicts, reason)
+    mode = f"{ctx.latency_mode} ({reason})"
+    return Judged(Decision(decision.record, verdicts, decision.first), {MODE: mode})

@@ -1,0 +1,245 @@
+"""Latencies judged beside the baseline's own model (issue 23), end to end: real sessions,
+real artifact stores, real pytest runs (``--ortperf --ortperf-update``, then ``--ortperf``).
+
+Nothing here asserts a small change's timing: the slowed model is four times the layers of
+the baseline's (about 3-4x slower), and the other tests assert which way a verdict was
+reached (its words), or an outcome that does not depend on speed (``unchanged`` never
+fails; a baseline edited to claim the model was 4x faster shows it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_ortperf.gating.baseline import load_baseline, write_baseline
+from pytest_ortperf.store.artifacts import ArtifactStore
+
+INNER = """
+import json, pathlib
+import pytest
+from pytest_ortperf import models
+
+CONF = json.loads(pathlib.Path(__file__).with_name("conf.json").read_text())
+
+
+def test_mlp(ort_session, ort_feeds, ortperf):
+    s = ort_session(
+        models.control(batch=16, width=128, layers=CONF.get("layers", 2)),
+        threads=CONF.get("threads", 1), optimization=CONF.get("optimization", "all"),
+    )
+    ortperf.latency(s, ort_feeds(s), name="mlp")
+"""
+
+RUN = ("-p", "no:cacheprovider", "--ortperf-store=none", "--ortperf-budget=0.1")
+BESIDE = "against the baseline's model (sha "
+UNCHANGED = "unchanged: model, settings and onnxruntime identical to the baseline"
+FALLBACK = "not judged beside the baseline's model"
+
+
+def configure(path: Path, **conf: Any) -> None:
+    (path / "conf.json").write_text(json.dumps(conf))
+
+
+def verdicts(path: Path) -> list[dict[str, Any]]:
+    data = json.loads((path / "out.json").read_text())
+    return [v for r in data["results"] for v in r.get("verdicts") or ()]
+
+
+def check(pytester: pytest.Pytester, *args: str, **conf: Any) -> pytest.RunResult:
+    configure(pytester.path, **conf)
+    return pytester.runpytest(*RUN, "--ortperf", f"--ortperf-json={pytester.path / 'out.json'}",
+                              *args)  # fmt: skip
+
+
+def entry_of(path: Path) -> dict[str, Any]:
+    data = json.loads((path / "__ortperf__" / "test_mlp.json").read_text())
+    return data["entries"]["test_mlp::mlp"]  # type: ignore[no-any-return]
+
+
+@pytest.fixture
+def suite(pytester: pytest.Pytester) -> pytest.Pytester:
+    """A baseline of the 2-layer model taken, its artifact in ``.ortperf/artifacts``."""
+    pytester.makepyfile(test_mlp=INNER)
+    configure(pytester.path, layers=2)
+    pytester.runpytest(*RUN, "--ortperf-update").assert_outcomes(passed=1)
+    return pytester
+
+
+def artifact_file(path: Path) -> Path:
+    sha = entry_of(path)["recipe"]["model"]["sha256"]
+    return ArtifactStore(path / ".ortperf" / "artifacts").path_for(sha)
+
+
+def test_update_keeps_the_recipe_the_aa_baseline_and_the_model_once(suite):
+    entry = entry_of(suite.path)
+    recipe = entry["recipe"]
+    assert recipe["session"]["threads"] == 1 and recipe["onnxruntime"].startswith("onnxruntime")
+    aa = entry["beside"]
+    assert len(aa["block_ratios"]) == aa["n"] > 0 and sum(aa["runs"]) == aa["n"]
+    assert 0.5 < aa["ratio"] < 2  # two sessions of one model
+    store = ArtifactStore(suite.path / ".ortperf" / "artifacts")
+    assert store.get(recipe["model"]["sha256"], size=recipe["model"]["bytes"])
+    # Kept once: a second update of the same model adds nothing.
+    suite.runpytest(*RUN, "--ortperf-update").assert_outcomes(passed=1)
+    assert store.du().artifacts == 1
+
+
+def test_changed_bytes_a_slowed_model_is_caught_beside(suite):
+    result = check(suite, layers=8)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [f"*FAIL latency: latency +*{BESIDE}*), run beside it now -> regressed; changed: model: "
+         "sha256 *"]
+    )  # fmt: skip
+
+
+def test_changed_settings_are_judged_beside(suite):
+    check(suite, layers=2, optimization="disable")
+    (verdict,) = verdicts(suite.path)
+    assert BESIDE in verdict["message"] and "run beside it now" in verdict["message"]
+    assert 'changed: session.optimization: "all" -> "disable"' in verdict["message"]
+
+
+def test_unchanged_is_not_gated_on_machine_drift(suite):
+    # The baseline claims the model ran a quarter of today's time against its control: a
+    # drift no normalized check would pass. Nothing hashed changed, so it is not gated.
+    path = suite.path / "__ortperf__" / "test_mlp.json"
+    entries = {k: dict(v) for k, v in load_baseline(path).entries.items()}
+    entry = entries["test_mlp::mlp"]
+    entry["block_ratios"] = [r / 4 for r in entry["block_ratios"]]
+    write_baseline(path, entries)
+    result = check(suite, layers=2)
+    result.assert_outcomes(passed=1)
+    (verdict,) = verdicts(suite.path)
+    assert verdict["outcome"] == "ok"
+    assert verdict["message"].startswith(UNCHANGED + " (latency ")
+    assert verdict["message"].endswith("; not gated on machine drift")
+    # The same drift, judged as before recipes were kept: a regression.
+    del entry["recipe"]
+    write_baseline(path, entries)
+    check(suite, layers=2).assert_outcomes(failed=1)
+    assert verdicts(suite.path)[0]["outcome"] == "regressed"
+
+
+def test_skip_unchanged_measures_nothing(suite):
+    before = (suite.path / "__ortperf__" / "test_mlp.json").read_bytes()
+    result = check(suite, "--ortperf-skip-unchanged", layers=2)
+    result.assert_outcomes(passed=1)
+    data = json.loads((suite.path / "out.json").read_text())
+    (record,) = data["results"]
+    assert record["measured"] is False and len(record["samples"]) == 1
+    (verdict,) = record["verdicts"]
+    assert verdict["outcome"] == "ok"
+    assert verdict["message"] == f"{UNCHANGED} (not measured: --ortperf-skip-unchanged)"
+    assert (suite.path / "__ortperf__" / "test_mlp.json").read_bytes() == before
+    # A changed model is still measured, beside its baseline's.
+    check(suite, "--ortperf-skip-unchanged", layers=8).assert_outcomes(failed=1)
+    assert BESIDE in verdicts(suite.path)[0]["message"]
+
+
+def test_missing_artifact_falls_back_naming_it_and_how_to_keep_it(suite):
+    missing = artifact_file(suite.path)
+    missing.unlink()
+    result = check(suite, layers=8)
+    result.assert_outcomes(failed=1)  # 3-4x slower: the normalized latency sees it too
+    (verdict,) = verdicts(suite.path)
+    message = verdict["message"]
+    assert message.startswith("latency ") and BESIDE not in message
+    assert f"{FALLBACK}: the baseline's model is missing" in message
+    assert str(missing) in message
+    assert ".ortperf/artifacts in the CI cache, or $ORTPERF_ARTIFACTS" in message
+
+
+@pytest.mark.parametrize("damage", ["truncated", "altered"])
+def test_a_damaged_artifact_is_named_refused_and_nothing_else_is_lost(suite, damage):
+    baseline = (suite.path / "__ortperf__" / "test_mlp.json").read_bytes()
+    damaged = artifact_file(suite.path)
+    data = damaged.read_bytes()
+    damaged.write_bytes(data[:1000] if damage == "truncated" else bytes(len(data)))
+    result = check(suite, "-W", "default", layers=8)
+    result.assert_outcomes(failed=1)
+    (verdict,) = verdicts(suite.path)
+    assert f"{FALLBACK}: the baseline's model is unusable: artifact " in verdict["message"]
+    assert str(damaged) in verdict["message"]
+    expected = "truncated" if damage == "truncated" else "damaged (truncated or altered)"
+    assert expected in verdict["message"]
+    result.stdout.fnmatch_lines(["*ArtifactWarning: mlp: the baseline's model is unusable*"])
+    assert damaged.exists()  # left for a person to look at
+    assert (suite.path / "__ortperf__" / "test_mlp.json").read_bytes() == baseline
+
+
+def test_artifacts_in_the_results_store(pytester):
+    pytester.makepyfile(test_mlp=INNER)
+    configure(pytester.path, layers=2)
+    store = ("--ortperf-store", str(pytester.path / "results.sqlite"), "--ortperf-artifacts=store")
+    runs = ("-p", "no:cacheprovider", "--ortperf-budget=0.1", *store)
+    pytester.runpytest(*runs, "--ortperf-update").assert_outcomes(passed=1)
+    assert not (pytester.path / ".ortperf" / "artifacts").exists()
+    configure(pytester.path, layers=8)
+    result = pytester.runpytest(*runs, "--ortperf")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([f"*FAIL latency: latency +*{BESIDE}*"])
+
+
+def test_two_processes_share_one_artifact_store(pytester, tmp_path):
+    shared = tmp_path / "shared-artifacts"
+    projects = []
+    for name in ("a", "b"):
+        project = pytester.mkdir(name)
+        (project / "test_mlp.py").write_text(INNER)
+        configure(project, layers=2)
+        projects.append(project)
+    env = {**os.environ, "ORTPERF_ARTIFACTS": str(shared)}
+    command = [sys.executable, "-m", "pytest", *RUN, "--ortperf-update", "-q"]
+    running = [
+        subprocess.Popen(command, cwd=p, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        for p in projects
+    ]
+    outputs = [p.communicate(timeout=300)[0].decode() for p in running]
+    assert [p.returncode for p in running] == [0, 0], outputs
+    store = ArtifactStore(shared)
+    assert store.du().artifacts == 1  # the same model, kept once by both
+    recipe = entry_of(projects[1])["recipe"]
+    assert store.get(recipe["model"]["sha256"], size=recipe["model"]["bytes"])
+    assert not list(shared.rglob("*.tmp"))
+    configure(projects[1], layers=8)
+    checked = subprocess.run(
+        [sys.executable, "-m", "pytest", *RUN, "--ortperf", "-q"],
+        cwd=projects[1], env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert checked.returncode == 1, checked.stdout
+    assert BESIDE in checked.stdout and "run beside it now -> regressed" in checked.stdout
+
+
+def test_a_scripted_engine_keeps_todays_modes(pytester):
+    """An engine that injects its figures says nothing of the model: no recipe is kept."""
+    pytester.makepyfile(
+        test_mlp="""
+        from pytest_ortperf import models
+        from pytest_ortperf.testing import ScriptedEngine
+
+        def test_mlp(ort_session, ort_feeds, ortperf):
+            ortperf.engine = ScriptedEngine(measure=[[1e-4 * (1 + 0.001 * i) for i in range(25)]])
+            s = ort_session(models.linear_regression())
+            ortperf.latency(s, ort_feeds(s, dims={"N": 1}), name="mlp")
+        """
+    )
+    pytester.runpytest(*RUN, "--ortperf-update").assert_outcomes(passed=1)
+    entry = entry_of(pytester.path)
+    assert "recipe" not in entry and "beside" not in entry
+    assert not (pytester.path / ".ortperf" / "artifacts").exists()
+
+
+def test_a_bad_skip_unchanged_ini_value_is_a_usage_error(pytester):
+    pytester.makepyfile(test_mlp=INNER)
+    pytester.makeini("[pytest]\nortperf_skip_unchanged = perhaps\n")
+    result = pytester.runpytest(*RUN, "--ortperf")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*ini ortperf_skip_unchanged*perhaps*"])
