@@ -157,6 +157,27 @@ def test_a_preempted_block_leaves_out_its_own_pair_only() -> None:
         interleave(sessions, config, pin=False, group=3)  # type: ignore[arg-type]
 
 
+def test_a_pair_preempted_every_round_keeps_its_blocks_at_the_cap() -> None:
+    # Samples' rule (fewer than two clean rounds before the hard cap: every block kept and
+    # marked), for the pair that was preempted only.
+    sessions = [
+        _Scripted(1e-3, set(range(1, 10**6))), _Scripted(1e-3, set()),
+        _Scripted(2e-3, set()), _Scripted(2e-3, set()),
+    ]  # fmt: skip
+    ticks = iter(range(0, 10**12, 10**6))  # a clock: 1 ms per read
+    config = EngineConfig(budget_s=0.02, warmup_s=0.0, min_blocks=5)
+    samples = interleave(
+        sessions,
+        config,
+        pin=False,
+        clock=lambda: next(ticks),
+        group=2,  # type: ignore[arg-type]
+    )
+    assert [s.preempted_kept for s in samples] == [True, True, False, False]
+    assert samples[0].preempted == len(samples[0].values) == len(samples[2].values) >= 2
+    assert samples[2].preempted == 0
+
+
 def test_the_workers_of_a_pair_time_the_same_calls_per_block() -> None:
     """A worker whose calibration a neighbour disturbed takes a smaller k, and each block
     pays a fixed cost after the worker wakes: under two neighbours, pairs with k 39 against

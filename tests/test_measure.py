@@ -2,7 +2,13 @@
 
 import pytest
 
-from pytest_ortperf.measuring.engine import PREEMPTED_BELOW, Engine, EngineConfig, smoke
+from pytest_ortperf.measuring.engine import (
+    PREEMPTED_BELOW,
+    Engine,
+    EngineConfig,
+    keeps_preempted,
+    smoke,
+)
 
 
 class FakeClock:
@@ -418,6 +424,14 @@ def test_fallback_keeps_preempted_blocks_at_the_cap():
     )
     assert ref.preempted_kept and cand.preempted_kept
     assert ref.preempted == len(ref.values) == len(cand.values) >= 2
+
+
+def test_preempted_blocks_are_kept_only_where_fewer_than_two_were_clean():
+    # One rule for the engine, per_call and the remote interleave (Samples.preempted_kept).
+    assert keeps_preempted(rounds=9, dropped=8)
+    assert keeps_preempted(rounds=2, dropped=2)
+    assert not keeps_preempted(rounds=9, dropped=7)
+    assert not keeps_preempted(rounds=1, dropped=0)  # nothing preempted: nothing to keep
 
 
 def test_watch_cpu_false_keeps_every_block_and_reads_no_cpu_clock():

@@ -422,13 +422,20 @@ class Engine:
         ]
 
 
+def keeps_preempted(rounds: int, dropped: int) -> bool:
+    """Whether a measurement of ``rounds`` timed rounds (blocks), ``dropped`` of them
+    preempted, keeps them all: where some were preempted and fewer than
+    :data:`CAPPED_MIN_BLOCKS` were clean (:class:`Samples`)."""
+    return dropped > 0 and rounds - dropped < CAPPED_MIN_BLOCKS
+
+
 def _kept(
     values: Sequence[Sequence[float]], ks: Sequence[int], preempted: Sequence[bool], watched: bool
 ) -> list[Samples]:
     """The samples of each arm: ``values[arm][round]`` less the preempted rounds, or all of
     them where fewer than ``CAPPED_MIN_BLOCKS`` rounds were clean."""
     dropped = sum(preempted)
-    kept_all = len(preempted) - dropped < CAPPED_MIN_BLOCKS and dropped > 0
+    kept_all = keeps_preempted(len(preempted), dropped)
     return [
         Samples(
             tuple(v for v, hit in zip(arm, preempted, strict=True) if kept_all or not hit),

@@ -47,6 +47,7 @@ from pytest_ortperf.measuring.engine import (
     Clock,
     Engine,
     EngineConfig,
+    keeps_preempted,
 )
 from pytest_ortperf.values import check_count
 
@@ -223,7 +224,7 @@ def measure_per_call(
             PerCallWarning,
             stacklevel=2,
         )
-    keep_all = len(hit) - dropped < 2
+    keep_all = keeps_preempted(len(hit), dropped)
     out = []
     for i, (k, m) in enumerate(zip(ks, ms, strict=True)):
         kept_rounds = [r for r, h in enumerate(hit) if keep_all or not h]
@@ -236,7 +237,7 @@ def measure_per_call(
                 timer_ns=timer,
                 preempted=dropped,
                 watched=watch_cpu,
-                preempted_kept=keep_all and dropped > 0,
+                preempted_kept=keep_all,
                 preempted_ns=()
                 if keep_all
                 else tuple(

@@ -28,6 +28,7 @@ from pytest_ortperf.measuring.engine import (
     Samples,
     StopRule,
     asks_stop_rule,
+    keeps_preempted,
 )
 from pytest_ortperf.measuring.records import latency_result
 from pytest_ortperf.remote.sessions import Feeds, RemoteSession, WorkerError, write_feeds
@@ -172,7 +173,7 @@ def interleave(
     out = []
     for i in range(arms):
         g = i // size
-        kept = len(values[groups[g][0]]) < CAPPED_MIN_BLOCKS
+        kept = keeps_preempted(rounds, preempted[g])
         chosen = all_values if kept else values
         out.append(
             Samples(tuple(chosen[i]), ks[i], preempted[g], watch_cpu, kept,
