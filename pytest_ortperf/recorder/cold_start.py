@@ -15,6 +15,7 @@ from pytest_ortperf.measuring.records import comparison
 from pytest_ortperf.measuring.session import OrtSession
 from pytest_ortperf.recorder.budgets import budgets_of, judged, values_needed
 from pytest_ortperf.recorder.context import Context
+from pytest_ortperf.recorder.deciding import record_judged
 from pytest_ortperf.recorder.targets import Feeds, session_info
 from pytest_ortperf.results import (
     COLD_START_FIGURES,
@@ -171,10 +172,7 @@ def compare_cold_start(
             for role, samples, session in sides
         )  # fmt: skip
         record = comparison(ref_arm, cand_arm, figure_name, confidence)
-        verdicts = ctx.judge(record, entry)
-        ctx.recording.record(record, gated=True, verdicts=verdicts)
-        if verdicts:
-            ctx.enforce(figure_name, Decision(record, verdicts))
+        record_judged(ctx, record, entry, figure_name)
         results[figure] = record
     return results
 

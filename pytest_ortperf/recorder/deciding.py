@@ -1,5 +1,6 @@
 """How a gated measurement is taken and judged: once, as a baseline's several runs, or
-through the gate; and a comparison judged on itself (``max_slowdown``)."""
+through the gate; a comparison judged on itself (``max_slowdown``); and a record judged
+against its baseline entry once measured (:func:`record_judged`)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from pytest_ortperf.gating.gate import (
 from pytest_ortperf.measuring.engine import StopRule, TimingEngine
 from pytest_ortperf.measuring.records import merge_runs
 from pytest_ortperf.recorder.context import Context
-from pytest_ortperf.results import Comparison, LatencyResult
+from pytest_ortperf.results import Comparison, LatencyResult, Record
 
 R = TypeVar("R", LatencyResult, Comparison)
 
@@ -70,3 +71,12 @@ def judge_ab(
     if ctx.gate is None and verdict.failed(ctx.strict):
         ctx.recording.gate_failed(decision.record.name, [verdict], decision.verdicts)
     return decision
+
+
+def record_judged(ctx: Context, record: Record, entry: Mapping[str, Any] | None, name: str) -> None:
+    """Record ``record`` with the gate's verdicts against its baseline ``entry``; a failing
+    one fails the test once its body has run."""
+    verdicts = ctx.judge(record, entry)
+    ctx.recording.record(record, gated=True, verdicts=verdicts)
+    if verdicts:
+        ctx.enforce(name, Decision(record, verdicts))

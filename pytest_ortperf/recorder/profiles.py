@@ -6,9 +6,9 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING
 
-from pytest_ortperf.gating.gate import Decision
 from pytest_ortperf.measuring.calls import OrtBinding
 from pytest_ortperf.recorder.context import Context
+from pytest_ortperf.recorder.deciding import record_judged
 from pytest_ortperf.recorder.targets import Feeds, Target, calls
 from pytest_ortperf.results import PROFILE_PROPERTY, MemoryResult
 
@@ -73,8 +73,5 @@ def memory(
         api=api,
         measured=ctx.measured,
     )
-    verdicts = ctx.judge(result, entry)
-    ctx.recording.record(result, gated=True, verdicts=verdicts)
-    if verdicts:
-        ctx.enforce(name, Decision(result, verdicts))
+    record_judged(ctx, result, entry, name)
     return result
