@@ -18,10 +18,10 @@ from pytest_ortperf.cli.common import (
     EXIT_OK,
     EXIT_REGRESSED,
     SECONDS,
-    THREADS,
     THRESHOLD,
     Subparsers,
     UsageError,
+    add_threads,
     counted,
     writable,
     write_text,
@@ -130,10 +130,7 @@ def add_ab(sub: Subparsers, common: argparse.ArgumentParser) -> None:
         "--providers", default="", metavar="EP[,EP...]",
         help="execution providers, comma-separated (default: CPUExecutionProvider)",
     )  # fmt: skip
-    p.add_argument(
-        "--threads", type=THREADS, default=1,
-        help=f"intra-op threads, 0 (onnxruntime's default) to {values.MAX_THREADS} (default 1)",
-    )  # fmt: skip
+    add_threads(p)
     p.add_argument(
         "--budget", type=SECONDS, default=2.0, metavar="S",
         help="seconds of timed blocks, both arms together, at most "

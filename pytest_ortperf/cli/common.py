@@ -172,6 +172,13 @@ THREADS = counted(0, values.MAX_THREADS, "threads")
 """``--threads``: 0 (onnxruntime's default) to :data:`~pytest_ortperf.values.MAX_THREADS`."""
 
 
+def add_threads(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--threads", type=THREADS, default=1,
+        help=f"intra-op threads, 0 (onnxruntime's default) to {values.MAX_THREADS} (default 1)",
+    )  # fmt: skip
+
+
 def add_include_interrupted(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--include-interrupted",

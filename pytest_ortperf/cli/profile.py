@@ -8,7 +8,7 @@ import sys
 from typing import Any
 
 from pytest_ortperf import values
-from pytest_ortperf.cli.common import EXIT_OK, THREADS, Subparsers, UsageError, counted
+from pytest_ortperf.cli.common import EXIT_OK, Subparsers, UsageError, add_threads, counted
 from pytest_ortperf.cli.inputs import add_dim_and_shape, cli_spelling, pinned_array, pinned_value
 
 
@@ -100,10 +100,7 @@ def add_profile(sub: Subparsers, common: argparse.ArgumentParser) -> None:
         "--optimization", default="all", choices=["disable", "basic", "extended", "all"],
         help="ORT graph optimization level (default all)",
     )  # fmt: skip
-    p.add_argument(
-        "--threads", type=THREADS, default=1,
-        help=f"intra-op threads, 0 (onnxruntime's default) to {values.MAX_THREADS} (default 1)",
-    )  # fmt: skip
+    add_threads(p)
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
     p.add_argument("--trace", metavar="FILE.json", help="also write a Chrome/Perfetto trace")
     p.add_argument("--plot", metavar="FILE.png", help="also save the per-op chart (plots extra)")
