@@ -19,6 +19,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
 from pytest_ortperf.results import Comparison, LatencyResult, Record
+from pytest_ortperf.results.codec import session_dict, slo_dict
 from pytest_ortperf.stats import Summary
 from pytest_ortperf.store.connection import _label, _transaction, _url, store_label
 from pytest_ortperf.store.errors import StoreError, StorePath, UnstorableRun
@@ -44,10 +45,6 @@ def _arm(result: LatencyResult) -> dict[str, Any]:
     return {k: v for k, v in result.to_dict().items() if k not in _ARM_COLUMNS}
 
 
-def _session(result: LatencyResult) -> dict[str, Any] | None:
-    return None if result.session is None else result.session.to_dict()
-
-
 def _measurement_row(run_id: int, record: Record) -> dict[str, Any]:
     row: dict[str, Any] = {
         "run_id": run_id,
@@ -70,12 +67,12 @@ def _measurement_row(run_id: int, record: Record) -> dict[str, Any]:
         row.update(record.summary.to_dict())
         row.update(
             calls_per_block=record.calls_per_block,
-            session=_session(record),
+            session=session_dict(record.session),
             samples=encode_samples(record.samples),
             extra={
                 "preempted": record.preempted,
                 "preempted_kept": record.preempted_kept,
-                **({"slo": [v.to_dict() for v in record.slo]} if record.slo else {}),
+                **slo_dict(record.slo),
             },
         )
     elif isinstance(record, Comparison):
@@ -83,7 +80,7 @@ def _measurement_row(run_id: int, record: Record) -> dict[str, Any]:
         row.update(cand.summary.to_dict())
         row.update(
             calls_per_block=cand.calls_per_block,
-            session=_session(cand),
+            session=session_dict(cand.session),
             ratio=record.ratio,
             low=record.low,
             high=record.high,
