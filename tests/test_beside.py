@@ -169,3 +169,25 @@ def test_the_schema_names_a_bad_new_field(field, value, problem):
     made = entry_from_record(latency_record(), {})
     made[field] = value
     assert (entry_problem(made) or "").startswith(problem)
+
+
+def test_a_compares_candidate_in_words():
+    said = beside_verdict(verdict(), SHA, [], whose="candidate")
+    assert said.message.startswith(
+        "candidate latency +8.1% [+6.9%, +9.3%] against the baseline's candidate (sha "
+        "1a2b3c4d), run beside it now -> regressed (latency 21.6 us"
+    )
+    (noted,) = fallback_verdicts([verdict()], "gone", whose="candidate")
+    assert noted.message.endswith("; candidate not judged beside the baseline's candidate: gone")
+
+
+def test_a_compare_entry_keeps_the_candidates_recipe():
+    record = {
+        "kind": "compare", "measured": True, "test": "t", "name": "n", "api": "run",
+        "ratio": 1.0, "low": 0.9, "high": 1.1, "confidence": 0.95, "block_ratios": [1.0, 1.01],
+        "reference": {"samples": [1e-5, 1e-5]}, "candidate": {"samples": [1e-5, 1e-5]},
+        "recipe": {"format": 1}, "beside": beside_entry(aa_record()),
+    }  # fmt: skip
+    made = entry_from_record(record, {})
+    assert made["recipe"] == {"format": 1} and made["beside"]["n"] == 90
+    assert entry_problem(made) is None

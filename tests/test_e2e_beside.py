@@ -243,3 +243,44 @@ def test_a_bad_skip_unchanged_ini_value_is_a_usage_error(pytester):
     result = pytester.runpytest(*RUN, "--ortperf")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*ini ortperf_skip_unchanged*perhaps*"])
+
+
+COMPARE = """
+import json, pathlib
+from pytest_ortperf import models
+
+CONF = json.loads(pathlib.Path(__file__).with_name("conf.json").read_text())
+
+
+def test_pair(ort_session, ort_feeds, ortperf):
+    reference = ort_session(models.control(batch=16, width=128, layers=2))
+    candidate = ort_session(models.control(batch=16, width=128, layers=CONF["layers"]))
+    ortperf.compare(reference, candidate, ort_feeds(reference), name="pair", check_outputs=False)
+"""
+
+
+def test_a_compare_whose_candidate_changed_is_also_judged_beside_the_old_candidate(pytester):
+    pytester.makepyfile(test_pair=COMPARE)
+    configure(pytester.path, layers=2)
+    pytester.runpytest(*RUN, "--ortperf-update").assert_outcomes(passed=1)
+    entry = json.loads((pytester.path / "__ortperf__" / "test_pair.json").read_text())
+    kept = entry["entries"]["test_pair::pair"]
+    assert kept["recipe"]["model"]["sha256"] and kept["beside"]["block_ratios"]
+    # Unchanged candidate: the compare's own verdicts only.
+    check(pytester, layers=2)
+    assert [v["metric"] for v in verdicts(pytester.path)] == ["structure", "ratio"]
+    # A candidate four times the layers: "did my change make it slower?" -- yes.
+    result = check(pytester, layers=8)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        ["*FAIL latency: candidate latency +*against the baseline's candidate (sha *), run beside "
+         "it now -> regressed; changed: model: sha256 *"]
+    )  # fmt: skip
+    # Its artifact gone: the compare is judged as before, and says so.
+    for path in (pytester.path / ".ortperf" / "artifacts").rglob("*"):
+        if path.is_file():
+            path.unlink()
+    check(pytester, layers=8).assert_outcomes(failed=1)
+    ratio = next(v for v in verdicts(pytester.path) if v["metric"] == "ratio")
+    note = "; candidate not judged beside the baseline's candidate: the baseline's model is missing"
+    assert note in ratio["message"]

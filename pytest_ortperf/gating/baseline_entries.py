@@ -160,7 +160,7 @@ def entry_from_record(
     except (KeyError, TypeError) as exc:
         raise ValueError(f"record of kind {kind!r} lacks or mangles field {exc}") from exc
     rounded: dict[str, Any] = round_floats(entry)
-    if kind == "latency":  # what judging beside the baseline's model needs (gating.beside)
+    if kind in ("latency", "compare"):  # to judge beside the baseline's (gating.beside)
         if record_dict.get(BESIDE):
             rounded[BESIDE] = round_floats(record_dict[BESIDE])
         if record_dict.get(RECIPE):  # as made: its digest covers its floats

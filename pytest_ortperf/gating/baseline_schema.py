@@ -67,6 +67,18 @@ class Entry(msgspec.Struct, kw_only=True):
     op_shares: dict[str, dict[str, Number]] = {}
 
 
+class Beside(msgspec.Struct, kw_only=True):
+    """A latency's A/A ratio baseline: two fresh sessions of its model, interleaved."""
+
+    ratio: Positive
+    low: Positive
+    high: Positive
+    confidence: Number = 0.0
+    n: Annotated[int, msgspec.Meta(ge=0)] = 0
+    block_ratios: Positives
+    runs: RunSizes | None = None
+
+
 class CompareEntry(Entry, kw_only=True):
     ratio: Positive
     low: Positive
@@ -78,18 +90,9 @@ class CompareEntry(Entry, kw_only=True):
     sessions: dict[str, Settings | None] = {}
     op_histograms: dict[str, dict[str, int]] = {}
     placements: dict[str, dict[str, tuple[str, str]]] = {}
-
-
-class Beside(msgspec.Struct, kw_only=True):
-    """A latency's A/A ratio baseline: two fresh sessions of its model, interleaved."""
-
-    ratio: Positive
-    low: Positive
-    high: Positive
-    confidence: Number = 0.0
-    n: Annotated[int, msgspec.Meta(ge=0)] = 0
-    block_ratios: Positives
-    runs: RunSizes | None = None
+    recipe: dict[str, Any] | None = None
+    """The candidate's recipe (:mod:`pytest_ortperf.gating.beside`)."""
+    beside: Beside | None = None
 
 
 class LatencyEntry(Entry, kw_only=True):

@@ -117,17 +117,21 @@ class BesideGate(Gate):
         return judge_beside(record, entry, threshold=threshold, alpha=settings.alpha)
 
 
-def beside_verdict(verdict: Verdict, model_sha256: str, changed: Sequence[str]) -> Verdict:
+def beside_verdict(
+    verdict: Verdict, model_sha256: str, changed: Sequence[str], *, whose: str = "model"
+) -> Verdict:
     """``verdict`` (of :func:`judge_beside`) in the words of a latency judged beside the
     baseline's model: ``latency +8.1% [+6.9%, +9.3%] against the baseline's model (sha
-    1a2b3c4d), run beside it now -> regressed; changed: ...``, the rule's details after."""
+    1a2b3c4d), run beside it now -> regressed; changed: ...``, the rule's details after.
+    ``whose="candidate"``: a compare's candidate against the baseline's candidate."""
+    what = "latency" if whose == "model" else f"{whose} latency"
     head = (
-        f"latency {format_change(verdict.change)} {format_interval(verdict.low, verdict.high)} "
-        f"against the baseline's model (sha {model_sha256[:8]}), run beside it now -> "
+        f"{what} {format_change(verdict.change)} {format_interval(verdict.low, verdict.high)} "
+        f"against the baseline's {whose} (sha {model_sha256[:8]}), run beside it now -> "
         f"{verdict.outcome.value}"
     )
-    what = "; changed: " + ", ".join(changed) if changed else ""
-    return dataclasses.replace(verdict, message=f"{head}{what} ({verdict.message})")
+    diff = "; changed: " + ", ".join(changed) if changed else ""
+    return dataclasses.replace(verdict, message=f"{head}{diff} ({verdict.message})")
 
 
 UNCHANGED = "unchanged: model, settings and onnxruntime identical to the baseline"
@@ -154,10 +158,13 @@ def unchanged_verdict(
     return dataclasses.replace(first, outcome=Outcome.OK, message=message)
 
 
-def fallback_verdicts(verdicts: Sequence[Verdict], reason: str) -> list[Verdict]:
-    """``verdicts`` of today's mode, each timing one saying why the latency was not judged
-    beside the baseline's model (``reason``)."""
-    note = f"; not judged beside the baseline's model: {reason}"
+def fallback_verdicts(
+    verdicts: Sequence[Verdict], reason: str, *, whose: str = "model"
+) -> list[Verdict]:
+    """``verdicts`` of today's mode, each timing one saying why the latency (``whose``:
+    a compare's candidate) was not judged beside the baseline's (``reason``)."""
+    subject = "" if whose == "model" else f"{whose} "
+    note = f"; {subject}not judged beside the baseline's {whose}: {reason}"
     return [
         v if v.metric == "structure" else dataclasses.replace(v, message=v.message + note)
         for v in verdicts

@@ -44,7 +44,7 @@ from pytest_ortperf.recorder.context import Context
 from pytest_ortperf.recorder.deciding import Measure, decide
 from pytest_ortperf.recorder.targets import Feeds, Target, calls, session_info, warmed
 from pytest_ortperf.recorder.unsettled import warn_unsettled
-from pytest_ortperf.results import Comparison, LatencyResult
+from pytest_ortperf.results import Comparison, LatencyResult, Verdict
 
 
 def applies(ctx: Context, target: Target) -> bool:
@@ -60,7 +60,9 @@ def applies(ctx: Context, target: Target) -> bool:
 # --------------------------------------------------------------------------- update
 
 
-def kept(ctx: Context, session: OrtSession, feeds: Feeds | None, api: str) -> dict[str, Any]:
+def kept(
+    ctx: Context, session: OrtSession, feeds: Feeds | None, api: str, name: str
+) -> dict[str, Any]:
     """What a baseline entry keeps besides the record: the recipe and the A/A ratio
     baseline (empty where no recipe can be made); the model's bytes go to the artifact
     store (a failure warns, the update goes on)."""
@@ -90,7 +92,7 @@ def kept(ctx: Context, session: OrtSession, feeds: Feeds | None, api: str) -> di
         )
     k = max(ctx.baseline_runs, 1)
     engine = ctx.engine.scaled(1.0 / k)
-    parts = [_pair(ctx, session, session, feeds, api, engine, None, "A/A") for _ in range(k)]
+    parts = [_pair(ctx, session, session, feeds, api, engine, None, name) for _ in range(k)]
     return {RECIPE: recipe.to_dict(), BESIDE: beside_entry(merge_runs(parts).to_dict())}
 
 
@@ -129,6 +131,51 @@ class Judged:
     extra: dict[str, Any]
 
 
+@dataclass(frozen=True)
+class Plan:
+    """What a check found of a target against its entry's recipe: ``unchanged``; or the
+    baseline's session rebuilt (``baseline``) with what ``changed``; or why not
+    (``reason``, which names what changed too)."""
+
+    unchanged: bool = False
+    baseline: OrtSession | None = None
+    model_sha256: str = ""
+    changed: tuple[str, ...] = ()
+    reason: str = ""
+
+
+def plan(
+    ctx: Context, session: OrtSession, feeds: Feeds | None, name: str, entry: Mapping[str, Any]
+) -> Plan:
+    """How ``session`` is judged against ``entry``'s recipe (see :class:`Plan`); a damaged
+    artifact, or a session ORT refuses, is warned about too (a missing one only said)."""
+    from pytest_ortperf.measuring.recipe import Recipe, RecipeError
+    from pytest_ortperf.store.artifacts import ArtifactMissing
+
+    try:
+        before = Recipe.from_dict(entry[RECIPE])
+    except RecipeError as exc:
+        return Plan(reason=f"the baseline's recipe is unusable ({exc})")
+    try:
+        now = Recipe.of_session(session, feeds or {})
+    except RecipeError as exc:
+        return Plan(reason=f"no recipe of today's session ({exc})")
+    if now.digest == before.digest:
+        return Plan(unchanged=True)
+    changed = tuple(str(d) for d in before.differences(now))
+    reason = _cannot_rebuild(before, now)
+    if reason is None:
+        try:
+            baseline = _rebuilt(ctx, before, session)
+        except Exception as exc:  # an artifact missing or damaged, a session ORT refuses
+            reason = _describe(exc)
+            if not isinstance(exc, ArtifactMissing):  # damage is said even where it passes
+                warnings.warn(ArtifactWarning(f"{name}: {reason}"), stacklevel=6)
+        else:
+            return Plan(baseline=baseline, model_sha256=before.model_sha256, changed=changed)
+    return Plan(reason=f"{reason}; changed: {', '.join(changed)}")
+
+
 def judged_beside(
     ctx: Context,
     session: OrtSession,
@@ -140,36 +187,67 @@ def judged_beside(
 ) -> Judged | None:
     """The decision of a gated latency whose entry has a recipe (None: it has none, and
     the usual gate judges it)."""
-    from pytest_ortperf.measuring.recipe import Recipe, RecipeError
-    from pytest_ortperf.store.artifacts import ArtifactMissing
-
     assert ctx.beside is not None and ctx.gate is not None
     if entry is None or entry.get(RECIPE) is None:
         return None
-    try:
-        before = Recipe.from_dict(entry[RECIPE])
-    except RecipeError as exc:
-        return _fallback(ctx, measure, entry, f"the baseline's recipe is unusable ({exc})")
-    try:
-        now = Recipe.of_session(session, feeds or {})
-    except RecipeError as exc:
-        return _fallback(ctx, measure, entry, f"no recipe of today's session ({exc})")
-    if now.digest == before.digest:
+    found = plan(ctx, session, feeds, name, entry)
+    aa = as_compare_entry(entry)
+    if found.unchanged:
         return _unchanged(ctx, session, feeds, api, name, entry, measure)
-    changed = [str(d) for d in before.differences(now)]
-    reason = _cannot_rebuild(before, now)
-    if reason is None:
-        try:
-            baseline = _rebuilt(ctx, before, session)
-        except Exception as exc:  # an artifact missing or damaged, a session ORT refuses
-            reason = _describe(exc)
-            if not isinstance(exc, ArtifactMissing):  # damage is said even where it passes
-                warnings.warn(ArtifactWarning(f"{name}: {reason}"), stacklevel=5)
-        else:
-            return _beside(
-                ctx, baseline, session, feeds, api, name, entry, measure, before, changed
-            )
-    return _fallback(ctx, measure, entry, f"{reason}; changed: {', '.join(changed)}")
+    if found.baseline is None or aa is None:
+        reason = found.reason or "the baseline has no A/A ratio to judge beside"
+        return _fallback(ctx, measure, entry, reason)
+    decision = side_by_side(ctx, found.baseline, session, feeds, api, name, aa)
+    verdicts = [beside_verdict(v, found.model_sha256, found.changed) for v in decision.verdicts]
+    first = None if decision.first is None else list(decision.first)
+    today = dataclasses.replace(decision.record.candidate, name=name)
+    extra = {MODE: "beside", "beside_ratio": decision.record.ratio}
+    return Judged(Decision(today, verdicts, first), extra)
+
+
+def side_by_side(
+    ctx: Context,
+    baseline: OrtSession,
+    session: OrtSession,
+    feeds: Feeds | None,
+    api: str,
+    name: str,
+    aa: Mapping[str, Any],
+) -> Decision[Comparison]:
+    """Today's session measured interleaved with the baseline's through the gate's
+    procedure, judged by the ratio rule against the A/A baseline ``aa``."""
+    assert ctx.gate is not None
+
+    def measure(engine: TimingEngine, stop: StopRule | None, fresh: bool) -> Comparison:
+        return _pair(ctx, baseline, session, feeds, api, engine, stop, name)
+
+    return BesideGate.of(ctx.gate).decide(measure, ctx.engine, aa, merge_runs)
+
+
+def candidate_beside(
+    ctx: Context,
+    candidate: OrtSession,
+    feeds: Feeds | None,
+    api: str,
+    label: str,
+    entry: Mapping[str, Any] | None,
+) -> tuple[list[Verdict], str]:
+    """A gated compare's candidate judged beside the baseline's candidate, where it
+    changed since (issue 23, item 3: "did my change make it slower?"): the verdicts to
+    add, or why it could not be (empty where nothing changed or no recipe was kept)."""
+    if entry is None or entry.get(RECIPE) is None:
+        return [], ""
+    found = plan(ctx, candidate, feeds, label, entry)
+    aa = as_compare_entry(entry)
+    if found.unchanged:
+        return [], ""
+    if found.baseline is None or aa is None:
+        return [], found.reason or "the baseline has no A/A ratio to judge beside"
+    decision = side_by_side(ctx, found.baseline, candidate, feeds, api, label, aa)
+    return [
+        beside_verdict(v, found.model_sha256, found.changed, whose="candidate")
+        for v in decision.verdicts
+    ], ""  # fmt: skip
 
 
 def _cannot_rebuild(before: Any, now: Any) -> str | None:
@@ -207,37 +285,6 @@ def _rebuilt(ctx: Context, before: Any, today: OrtSession) -> OrtSession:
     keywords = before.session.keywords()
     label = f"baseline:{before.model_name or today.label}"
     return OrtSession.create(data, name=label, custom_ops=today.settings.custom_ops, **keywords)
-
-
-def _beside(
-    ctx: Context,
-    baseline: OrtSession,
-    session: OrtSession,
-    feeds: Feeds | None,
-    api: str,
-    name: str,
-    entry: Mapping[str, Any],
-    latency: Measure[LatencyResult],
-    before: Any,
-    changed: list[str],
-) -> Judged:
-    """Today's session measured interleaved with the baseline's, judged by the ratio rule
-    against the entry's A/A baseline; the record kept is today's arm."""
-    assert ctx.gate is not None
-    aa = as_compare_entry(entry)
-    if aa is None:
-        return _fallback(ctx, latency, entry, "the baseline has no A/A ratio to judge beside")
-
-    def measure(engine: TimingEngine, stop: StopRule | None, fresh: bool) -> Comparison:
-        return _pair(ctx, baseline, session, feeds, api, engine, stop, name)
-
-    decision = BesideGate.of(ctx.gate).decide(measure, ctx.engine, aa, merge_runs)
-    pair = decision.record
-    verdicts = [beside_verdict(v, before.model_sha256, changed) for v in decision.verdicts]
-    today = dataclasses.replace(pair.candidate, name=name)
-    extra = {MODE: "beside", "beside_ratio": pair.ratio}
-    first = None if decision.first is None else list(decision.first)
-    return Judged(Decision(today, verdicts, first), extra)
 
 
 def _unchanged(

@@ -7,13 +7,14 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
+from pytest_ortperf.gating.beside import fallback_verdicts
 from pytest_ortperf.gating.gate import Decision
 from pytest_ortperf.measuring.calls import hide_rejected
 from pytest_ortperf.measuring.engine import StopRule, TimingEngine, smoke
 from pytest_ortperf.measuring.outputs import verify_outputs
 from pytest_ortperf.measuring.records import comparison
 from pytest_ortperf.measuring.session import OrtSession, watches_cpu
-from pytest_ortperf.recorder.beside import applies, judged_beside, kept
+from pytest_ortperf.recorder.beside import applies, candidate_beside, judged_beside, kept
 from pytest_ortperf.recorder.budgets import budgets_of, judged, latency_blocks
 from pytest_ortperf.recorder.context import Context
 from pytest_ortperf.recorder.deciding import Measure, decide, judge_ab
@@ -103,7 +104,7 @@ def _decided(
     decision = decide(ctx, measure, entry)
     if ctx.baseline_runs <= 1:  # not a baseline: nothing to keep
         return decision, decision.extra
-    return decision, {**decision.extra, **kept(ctx, target, feeds, api)}
+    return decision, {**decision.extra, **kept(ctx, target, feeds, api, name)}
 
 
 def check_max_slowdown(max_slowdown: float | None) -> None:
@@ -166,6 +167,9 @@ def compare(
     decision = judge_ab(ctx, decide(ctx, measure, entry), max_slowdown)
     arms = {"reference": reference, "candidate": candidate}
     extra = dict(decision.extra)
+    if applies(ctx, candidate):
+        decision, kept_fields = _candidate_beside(ctx, decision, candidate, feeds, api, entry)
+        extra.update(kept_fields)
     if ctx.measured and ctx.profile_arms:
         from pytest_ortperf.profiling.attribution import op_shares
 
@@ -179,3 +183,24 @@ def compare(
 
     ctx.enforce(label, decision, attribute)
     return decision.record
+
+
+def _candidate_beside(
+    ctx: Context,
+    decision: Decision[Comparison],
+    candidate: OrtSession,
+    feeds: Feeds,
+    api: str,
+    entry: Mapping[str, Any] | None,
+) -> tuple[Decision[Comparison], dict[str, Any]]:
+    """A compare's candidate beside the baseline's candidate: taking a baseline, what its
+    entry keeps (the candidate's recipe, its A/A ratio baseline); checking, the decision
+    with a verdict of the candidate against the baseline's, where it changed since."""
+    name = decision.record.name
+    if ctx.gate is None:
+        return decision, (kept(ctx, candidate, feeds, api, name) if ctx.baseline_runs > 1 else {})
+    added, reason = candidate_beside(ctx, candidate, feeds, api, name, entry)
+    verdicts = list(decision.verdicts)
+    if reason:
+        verdicts = fallback_verdicts(verdicts, reason, whose="candidate")
+    return dataclasses.replace(decision, verdicts=[*verdicts, *added]), {}
