@@ -63,6 +63,7 @@ from pytest_ortperf.results import (
     Record,
     Verdict,
 )
+from pytest_ortperf.results.codec import session_dict
 from pytest_ortperf.text import match_machine
 from pytest_ortperf.units import format_metric
 
@@ -129,7 +130,7 @@ def ci_only(views: Sequence[Mapping[str, Any]]) -> bool:
 
 def _ratio_key(view: Mapping[str, Any], record: Comparison) -> dict[str, dict[str, Any]]:
     return {
-        role: fingerprint_of(view, (arm.session.to_dict() if arm.session else {}))
+        role: fingerprint_of(view, session_dict(arm.session) or {})
         for role, arm in (("reference", record.reference), ("candidate", record.candidate))
     }
 
@@ -187,9 +188,7 @@ def pooled_compare(
         "op_histograms": {
             role: dict(arm.session.op_histogram) for role, arm in arms.items() if arm.session
         },
-        "sessions": {
-            role: arm.session.to_dict() if arm.session else None for role, arm in arms.items()
-        },
+        "sessions": {role: session_dict(arm.session) for role, arm in arms.items()},
         "environment": {
             k: newest_view[k] for k in ENVIRONMENT_KEYS if newest_view.get(k) is not None
         },
@@ -223,7 +222,7 @@ def history_medians(
         if figure is not None:
             if not isinstance(rec, ColdStartResult) or not rec.figures.get(str(figure)):
                 continue
-            session = rec.session.to_dict() if rec.session is not None else {}
+            session = session_dict(rec.session) or {}
             then, median = fingerprint_of(view, session), float(rec.median(str(figure)))
         elif isinstance(rec, LatencyResult) and rec.samples:
             then, median = fingerprint_of(view, view), float(rec.median)

@@ -24,6 +24,7 @@ from pytest_ortperf.results import (
     LatencyResult,
     Verdict,
 )
+from pytest_ortperf.results.codec import session_dict
 
 
 def cold_session(model: Any, keywords: Mapping[str, Any]) -> OrtSession:
@@ -215,7 +216,7 @@ def judge_cold_start(test: str, result: ColdStartResult, gate: Gate) -> list[Ver
     history = getattr(gate, "history", None)
     settings = gate.settings
     verdicts = []
-    session = None if result.session is None else result.session.to_dict()
+    session = session_dict(result.session)
     for figure in result.figures:
         key = {"test": test, "name": result.name, "api": result.api,
                "kind": result.kind, "figure": figure, "session": session}  # fmt: skip
