@@ -284,3 +284,47 @@ def test_a_compare_whose_candidate_changed_is_also_judged_beside_the_old_candida
     ratio = next(v for v in verdicts(pytester.path) if v["metric"] == "ratio")
     note = "; candidate not judged beside the baseline's candidate: the baseline's model is missing"
     assert note in ratio["message"]
+
+
+OLD = "onnxruntime==1.31.1"
+"""A real older onnxruntime (as tests/test_upgrade_gate.py uses: one environment cache)."""
+
+
+@pytest.mark.skipif(
+    os.environ.get("ORTPERF_TEST_NETWORK", "1") == "0", reason="ORTPERF_TEST_NETWORK=0"
+)
+def test_a_baseline_of_another_onnxruntime_runs_beside_in_a_worker_of_it(suite):
+    import dataclasses
+
+    from pytest_ortperf.measuring.recipe import Recipe
+
+    # The baseline as one taken on the older onnxruntime would read (its recipe says so).
+    path = suite.path / "__ortperf__" / "test_mlp.json"
+    entries = {k: dict(v) for k, v in load_baseline(path).entries.items()}
+    entry = entries["test_mlp::mlp"]
+    recipe = Recipe.from_dict(entry["recipe"])
+    today = recipe.onnxruntime
+    entry["recipe"] = dataclasses.replace(recipe, onnxruntime=OLD).to_dict()
+    write_baseline(path, entries)
+    result = check(suite, layers=8)
+    result.assert_outcomes(failed=1)
+    (verdict,) = verdicts(suite.path)
+    assert verdict["message"].startswith("latency +") and BESIDE in verdict["message"]
+    assert "run beside it now -> regressed" in verdict["message"]
+    assert "changed: model: sha256 " in verdict["message"]
+    assert f'onnxruntime: "{OLD}" -> "{today}"' in verdict["message"]
+    assert not children()  # every worker closed
+
+
+def children() -> list[int]:
+    """Live child processes of this one (the workers a check started), from /proc."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == os.getpid() and fields[0] != "Z":
+                found.append(int(entry.name))
+    return found

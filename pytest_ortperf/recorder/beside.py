@@ -7,9 +7,11 @@ the model measured interleaved. At a check (:func:`judged_beside`), by the recip
 
 - identical to the baseline's: ``unchanged``, measured as usual for history (or, with
   ``--ortperf-skip-unchanged``, run once and not measured) and never failed;
-- changed, and the baseline's session can be rebuilt here (its model's bytes in the
-  artifact store, the same onnxruntime, the same custom-op libraries, its providers
-  available): today's session measured interleaved with it, the ratio judged;
+- changed, and the baseline's session can be rebuilt (its model's bytes in the artifact
+  store, the same custom-op libraries, its providers available): today's session measured
+  interleaved with it, the ratio judged; where the baseline ran on another onnxruntime, its
+  arm runs in a worker of that version and today's in a worker of this one
+  (:mod:`pytest_ortperf.recorder.beside_remote`);
 - else: today's mode (normalized or absolute), its verdict naming what was missing.
 
 Only a local ``OrtSession`` measured by the real engine has a recipe: a binding, or an
@@ -22,7 +24,7 @@ import dataclasses
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_ortperf.gating.baseline_schema import BESIDE, RECIPE
 from pytest_ortperf.gating.beside import (
@@ -45,6 +47,9 @@ from pytest_ortperf.recorder.deciding import Measure, decide
 from pytest_ortperf.recorder.targets import Feeds, Target, calls, session_info, warmed
 from pytest_ortperf.recorder.unsettled import warn_unsettled
 from pytest_ortperf.results import Comparison, LatencyResult, Verdict
+
+if TYPE_CHECKING:
+    from pytest_ortperf.measuring.recipe import Recipe
 
 
 def applies(ctx: Context, target: Target) -> bool:
@@ -134,14 +139,44 @@ class Judged:
 @dataclass(frozen=True)
 class Plan:
     """What a check found of a target against its entry's recipe: ``unchanged``; or the
-    baseline's session rebuilt (``baseline``) with what ``changed``; or why not
-    (``reason``, which names what changed too)."""
+    baseline's session rebuilt here (``baseline``), or its model's bytes to run in a
+    worker of the baseline's onnxruntime (``remote``: its recipe, ``data``), with what
+    ``changed``; or why not (``reason``, which names what changed too)."""
 
     unchanged: bool = False
     baseline: OrtSession | None = None
+    remote: Recipe | None = None
+    data: bytes = b""
     model_sha256: str = ""
     changed: tuple[str, ...] = ()
     reason: str = ""
+
+    def side_by_side(
+        self,
+        ctx: Context,
+        session: OrtSession,
+        feeds: Feeds | None,
+        api: str,
+        name: str,
+        entry: Mapping[str, Any],
+    ) -> Decision[Comparison] | str:
+        """The side-by-side decision, or why there is none (a reason to fall back)."""
+        aa = as_compare_entry(entry)
+        if aa is None:
+            return self.reason or "the baseline has no A/A ratio to judge beside"
+        if self.baseline is not None:
+            return side_by_side(ctx, self.baseline, session, feeds, api, name, aa)
+        if self.remote is None:
+            return self.reason
+        from pytest_ortperf.recorder.beside_remote import remote_side_by_side
+
+        try:
+            return remote_side_by_side(ctx, self.remote, self.data, session, feeds, api, name, aa)
+        except Exception as exc:  # an environment not made, a worker that failed
+            return (
+                f"the baseline's {self.remote.onnxruntime} could not run its model here "
+                f"({type(exc).__name__}: {exc}); changed: {', '.join(self.changed)}"
+            )
 
 
 def plan(
@@ -166,6 +201,10 @@ def plan(
     reason = _cannot_rebuild(before, now)
     if reason is None:
         try:
+            if before.onnxruntime != now.onnxruntime:  # run in a worker of that version
+                data = _artifact(ctx, before)
+                return Plan(remote=before, data=data, model_sha256=before.model_sha256,
+                            changed=changed)  # fmt: skip
             baseline = _rebuilt(ctx, before, session)
         except Exception as exc:  # an artifact missing or damaged, a session ORT refuses
             reason = _describe(exc)
@@ -191,13 +230,11 @@ def judged_beside(
     if entry is None or entry.get(RECIPE) is None:
         return None
     found = plan(ctx, session, feeds, name, entry)
-    aa = as_compare_entry(entry)
     if found.unchanged:
         return _unchanged(ctx, session, feeds, api, name, entry, measure)
-    if found.baseline is None or aa is None:
-        reason = found.reason or "the baseline has no A/A ratio to judge beside"
-        return _fallback(ctx, measure, entry, reason)
-    decision = side_by_side(ctx, found.baseline, session, feeds, api, name, aa)
+    decision = found.side_by_side(ctx, session, feeds, api, name, entry)
+    if isinstance(decision, str):
+        return _fallback(ctx, measure, entry, decision)
     verdicts = [beside_verdict(v, found.model_sha256, found.changed) for v in decision.verdicts]
     first = None if decision.first is None else list(decision.first)
     today = dataclasses.replace(decision.record.candidate, name=name)
@@ -238,53 +275,15 @@ def candidate_beside(
     if entry is None or entry.get(RECIPE) is None:
         return [], ""
     found = plan(ctx, candidate, feeds, label, entry)
-    aa = as_compare_entry(entry)
     if found.unchanged:
         return [], ""
-    if found.baseline is None or aa is None:
-        return [], found.reason or "the baseline has no A/A ratio to judge beside"
-    decision = side_by_side(ctx, found.baseline, candidate, feeds, api, label, aa)
+    decision = found.side_by_side(ctx, candidate, feeds, api, label, entry)
+    if isinstance(decision, str):
+        return [], decision
     return [
         beside_verdict(v, found.model_sha256, found.changed, whose="candidate")
         for v in decision.verdicts
     ], ""  # fmt: skip
-
-
-def _cannot_rebuild(before: Any, now: Any) -> str | None:
-    """Why the baseline's session cannot be rebuilt here, before reading any artifact."""
-    if before.onnxruntime != now.onnxruntime:
-        return (
-            f"the baseline's {before.onnxruntime} differs from {now.onnxruntime} here: running "
-            "its model beside today's in a worker of that version is not done yet"
-        )
-    if before.custom_ops != now.custom_ops:
-        return (
-            "a custom-op library changed since the baseline and its old build is not "
-            "rebuilt (not done yet)"
-        )
-    return None
-
-
-def _describe(exc: BaseException) -> str:
-    from pytest_ortperf.store.artifacts import ArtifactCorrupt, ArtifactMissing
-
-    if isinstance(exc, ArtifactMissing):
-        return f"the baseline's model is missing: {exc}; {KEEP_ARTIFACTS}"
-    if isinstance(exc, ArtifactCorrupt):
-        return f"the baseline's model is unusable: {exc}"
-    if isinstance(exc, ProviderUnavailable):
-        return f"the baseline's execution provider is not available here ({exc})"
-    return f"the baseline's session could not be rebuilt ({type(exc).__name__}: {exc})"
-
-
-def _rebuilt(ctx: Context, before: Any, today: OrtSession) -> OrtSession:
-    """The baseline's session: its model's bytes from the artifact store with its
-    settings (custom-op libraries: today's, whose hashes match)."""
-    assert ctx.beside is not None
-    data = ctx.beside.store().get(before.model_sha256, size=before.model_size)
-    keywords = before.session.keywords()
-    label = f"baseline:{before.model_name or today.label}"
-    return OrtSession.create(data, name=label, custom_ops=today.settings.custom_ops, **keywords)
 
 
 def _unchanged(
@@ -320,3 +319,40 @@ def _fallback(
     verdicts = fallback_verdicts(decision.verdicts, reason)
     mode = f"{ctx.latency_mode} ({reason})"
     return Judged(Decision(decision.record, verdicts, decision.first), {MODE: mode})
+
+
+def _cannot_rebuild(before: Recipe, now: Recipe) -> str | None:
+    """Why the baseline's session cannot be rebuilt, before reading any artifact."""
+    if before.custom_ops != now.custom_ops:
+        return (
+            "a custom-op library changed since the baseline and its old build is not "
+            "rebuilt (not done yet)"
+        )
+    return None
+
+
+def _describe(exc: BaseException) -> str:
+    from pytest_ortperf.store.artifacts import ArtifactCorrupt, ArtifactMissing
+
+    if isinstance(exc, ArtifactMissing):
+        return f"the baseline's model is missing: {exc}; {KEEP_ARTIFACTS}"
+    if isinstance(exc, ArtifactCorrupt):
+        return f"the baseline's model is unusable: {exc}"
+    if isinstance(exc, ProviderUnavailable):
+        return f"the baseline's execution provider is not available here ({exc})"
+    return f"the baseline's session could not be rebuilt ({type(exc).__name__}: {exc})"
+
+
+def _artifact(ctx: Context, before: Recipe) -> bytes:
+    """The baseline's model's bytes, verified."""
+    assert ctx.beside is not None
+    return ctx.beside.store().get(before.model_sha256, size=before.model_size)
+
+
+def _rebuilt(ctx: Context, before: Recipe, today: OrtSession) -> OrtSession:
+    """The baseline's session: its model's bytes from the artifact store with its
+    settings (custom-op libraries: today's, whose hashes match)."""
+    data = _artifact(ctx, before)
+    keywords = before.session.keywords()
+    label = f"baseline:{before.model_name or today.label}"
+    return OrtSession.create(data, name=label, custom_ops=today.settings.custom_ops, **keywords)
