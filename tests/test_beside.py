@@ -15,7 +15,7 @@ from pytest_ortperf.gating.baseline_schema import entry_problem
 from pytest_ortperf.gating.beside import (
     KEEP_ARTIFACTS,
     as_compare_entry,
-    beside_entry,
+    beside_fields,
     beside_verdict,
     fallback_verdicts,
     judge_beside,
@@ -56,15 +56,15 @@ def check_record(change: float, seed: int = 1, pairs: int = 3, per_pair: int = 9
 
 
 def entry() -> dict[str, Any]:
-    return {"kind": "latency", "api": "run", "beside": beside_entry(aa_record())}
+    return {"kind": "latency", "api": "run", **beside_fields(aa_record())}
 
 
 def test_the_aa_entry_keeps_a_compare_entrys_ratio_fields():
-    kept = beside_entry(aa_record())
-    assert set(kept) == {"ratio", "low", "high", "confidence", "n", "block_ratios", "runs"}
-    assert kept["n"] == 90 and sum(kept["runs"]) == 90
+    kept = beside_fields(aa_record())
+    assert set(kept["beside"]) == {"ratio", "low", "high", "confidence", "n", "runs"}
+    assert kept["beside"]["n"] == len(kept["beside_ratios"]) == sum(kept["beside"]["runs"]) == 90
     # Run sizes that do not add up to the ratios are left out (one run).
-    assert "runs" not in beside_entry({**aa_record(), "runs": [3]})
+    assert "runs" not in beside_fields({**aa_record(), "runs": [3]})["beside"]
     shaped = as_compare_entry(entry())
     assert shaped is not None and shaped["kind"] == "compare" and shaped["api"] == "run"
     assert as_compare_entry({"kind": "latency"}) is None
@@ -148,10 +148,11 @@ def latency_record(**extra: Any) -> dict[str, Any]:
 
 def test_the_entry_keeps_the_recipe_as_made_and_the_aa_baseline_rounded():
     recipe = {"format": 1, "feeds": {"low": 0.123456789}, "digest": "d" * 64}
-    aa = beside_entry(aa_record())
-    made = entry_from_record(latency_record(recipe=recipe, beside=aa), {})
+    aa = beside_fields(aa_record())
+    made = entry_from_record(latency_record(recipe=recipe, **aa), {})
     assert made["recipe"] == recipe  # its digest covers its floats: never rounded
-    assert made["beside"]["block_ratios"] == [float(f"{x:.6g}") for x in aa["block_ratios"]]
+    assert made["beside_ratios"] == [float(f"{x:.6g}") for x in aa["beside_ratios"]]
+    assert made["beside"]["runs"] == aa["beside"]["runs"]
     assert entry_problem(made) is None
     assert "recipe" not in entry_from_record(latency_record(), {})
 
@@ -159,9 +160,11 @@ def test_the_entry_keeps_the_recipe_as_made_and_the_aa_baseline_rounded():
 @pytest.mark.parametrize(
     ("field", "value", "problem"),
     [
-        ("beside", {"ratio": -1, "low": 1, "high": 1, "block_ratios": [1.0]},
-         "field 'beside' must be {ratio, low, high, block_ratios, ...} of an A/A ratio baseline"),
-        ("beside", {"ratio": 1, "low": 1, "high": 1}, "field 'beside' must be"),
+        ("beside", {"ratio": -1, "low": 1, "high": 1},
+         "field 'beside' must be {ratio, low, high, n, runs} of an A/A ratio baseline"),
+        ("beside", {"ratio": 1, "low": 1, "high": 1},
+         "field 'beside' must come with 'beside_ratios', its runs adding up to them"),
+        ("beside_ratios", [1.0, -2.0], "field 'beside_ratios' must be a non-empty list of"),
         ("recipe", "sha", "field 'recipe' must be an object"),
     ],
 )  # fmt: skip
@@ -186,7 +189,7 @@ def test_a_compare_entry_keeps_the_candidates_recipe():
         "kind": "compare", "measured": True, "test": "t", "name": "n", "api": "run",
         "ratio": 1.0, "low": 0.9, "high": 1.1, "confidence": 0.95, "block_ratios": [1.0, 1.01],
         "reference": {"samples": [1e-5, 1e-5]}, "candidate": {"samples": [1e-5, 1e-5]},
-        "recipe": {"format": 1}, "beside": beside_entry(aa_record()),
+        "recipe": {"format": 1}, **beside_fields(aa_record()),
     }  # fmt: skip
     made = entry_from_record(record, {})
     assert made["recipe"] == {"format": 1} and made["beside"]["n"] == 90

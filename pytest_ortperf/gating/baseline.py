@@ -65,7 +65,7 @@ from pytest_ortperf.gating.rules import judge_structure
 from pytest_ortperf.results import OP_SHARES
 
 SCHEMA_VERSION = 3
-RAW_FIELDS = ("samples", "block_ratios")
+RAW_FIELDS = ("samples", "block_ratios", "beside_ratios")
 """Entry fields of raw numbers, kept in the samples file (schema 3); any other field stays
 in the entry."""
 RAW_REF = "raw"

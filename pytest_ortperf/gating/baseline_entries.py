@@ -10,7 +10,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from pytest_ortperf.gating.baseline_schema import BESIDE, KINDS, RECIPE
+from pytest_ortperf.gating.baseline_schema import BESIDE, BESIDE_RATIOS, KINDS, RECIPE
 from pytest_ortperf.gating.memory_rule import memory_entry
 from pytest_ortperf.gating.placement import Placement, add_placement, read_placement
 from pytest_ortperf.gating.rules import judge_structure
@@ -161,8 +161,9 @@ def entry_from_record(
         raise ValueError(f"record of kind {kind!r} lacks or mangles field {exc}") from exc
     rounded: dict[str, Any] = round_floats(entry)
     if kind in ("latency", "compare"):  # to judge beside the baseline's (gating.beside)
-        if record_dict.get(BESIDE):
-            rounded[BESIDE] = round_floats(record_dict[BESIDE])
+        for key in (BESIDE, BESIDE_RATIOS):
+            if record_dict.get(key):
+                rounded[key] = round_floats(record_dict[key])
         if record_dict.get(RECIPE):  # as made: its digest covers its floats
             rounded[RECIPE] = record_dict[RECIPE]
     return rounded

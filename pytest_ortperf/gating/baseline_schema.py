@@ -26,7 +26,9 @@ RECIPE = "recipe"
 """Key of a latency entry's recipe (``measuring.recipe.Recipe.to_dict()``: hashes of what
 determines its speed, checked by ``Recipe.from_dict`` where it is used)."""
 BESIDE = "beside"
-"""Key of a latency entry's A/A ratio baseline (:mod:`pytest_ortperf.gating.beside`)."""
+"""Key of a latency entry's A/A ratio baseline (:mod:`pytest_ortperf.gating.beside`): its
+summary; its block ratios are :data:`BESIDE_RATIOS` (kept in the samples file)."""
+BESIDE_RATIOS = "beside_ratios"
 MAX_ENTRY_DEPTH = 8
 """Nesting deeper than this (objects and lists inside an entry) is refused: a valid entry
 nests 4 deep (``sessions`` -> role -> ``providers`` -> list)."""
@@ -75,7 +77,6 @@ class Beside(msgspec.Struct, kw_only=True):
     high: Positive
     confidence: Number = 0.0
     n: Annotated[int, msgspec.Meta(ge=0)] = 0
-    block_ratios: Positives
     runs: RunSizes | None = None
 
 
@@ -93,6 +94,7 @@ class CompareEntry(Entry, kw_only=True):
     recipe: dict[str, Any] | None = None
     """The candidate's recipe (:mod:`pytest_ortperf.gating.beside`)."""
     beside: Beside | None = None
+    beside_ratios: Positives | None = None
 
 
 class LatencyEntry(Entry, kw_only=True):
@@ -104,6 +106,7 @@ class LatencyEntry(Entry, kw_only=True):
     session: Settings | None = None
     recipe: dict[str, Any] | None = None
     beside: Beside | None = None
+    beside_ratios: Positives | None = None
 
 
 class NormalizedEntry(LatencyEntry, kw_only=True):
@@ -148,7 +151,8 @@ PROBLEMS = {
     "op_shares": "must map roles to {{op type: share}}",
     "control": "must be {{model, median}} of the control workload",
     "recipe": "must be an object (the recipe of the model, settings and onnxruntime)",
-    "beside": "must be {{ratio, low, high, block_ratios, ...}} of an A/A ratio baseline",
+    "beside": "must be {{ratio, low, high, n, runs}} of an A/A ratio baseline",
+    "beside_ratios": _NUMBERS,
 }
 """What each field must be, as an error says it (``value``: the field's, shortened;
 ``blocks``: how many block ratios the entry has)."""
@@ -235,6 +239,11 @@ def entry_problem(entry: Mapping[str, Any]) -> str | None:
     runs = getattr(checked, "runs", None)
     if runs is not None and sum(runs) != len(checked.block_ratios):  # type: ignore[attr-defined]
         return _field_problem(entry, "runs")
+    beside = getattr(checked, BESIDE, None)
+    if beside is not None:
+        ratios = getattr(checked, BESIDE_RATIOS, None)
+        if ratios is None or (beside.runs is not None and sum(beside.runs) != len(ratios)):
+            return f"field {BESIDE!r} must come with {BESIDE_RATIOS!r}, its runs adding up to them"
     if kind == "memory":
         return check_memory_entry(entry)
     return None

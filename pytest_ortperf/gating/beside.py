@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pytest_ortperf.gating.baseline_judge import measurement_warnings, ratio_baseline_of
-from pytest_ortperf.gating.baseline_schema import BESIDE
+from pytest_ortperf.gating.baseline_schema import BESIDE, BESIDE_RATIOS
 from pytest_ortperf.gating.gate import Gate
 from pytest_ortperf.gating.rules import downgrade, judge_ratio
 from pytest_ortperf.results import Outcome, Verdict
@@ -41,31 +41,32 @@ KEEP_ARTIFACTS = (
 """How to keep artifacts, as a fallback verdict says it."""
 
 
-def beside_entry(comparison: Mapping[str, Any]) -> dict[str, Any]:
-    """The :data:`BESIDE` field from an A/A comparison record (``Comparison.to_dict()``)."""
+def beside_fields(comparison: Mapping[str, Any]) -> dict[str, Any]:
+    """What an entry keeps of an A/A comparison record (``Comparison.to_dict()``): its
+    summary (:data:`~pytest_ortperf.gating.baseline_schema.BESIDE`) and its block ratios
+    (:data:`~pytest_ortperf.gating.baseline_schema.BESIDE_RATIOS`, in the samples file)."""
     ratios = [float(x) for x in comparison["block_ratios"]]
-    out: dict[str, Any] = {
+    summary: dict[str, Any] = {
         "ratio": float(comparison["ratio"]),
         "low": float(comparison["low"]),
         "high": float(comparison["high"]),
         "confidence": float(comparison["confidence"]),
         "n": len(ratios),
-        "block_ratios": ratios,
     }
     runs = [int(r) for r in comparison.get("runs") or ()]
     if len(runs) > 1 and sum(runs) == len(ratios):
-        out["runs"] = runs
-    return out
+        summary["runs"] = runs
+    return {BESIDE: summary, BESIDE_RATIOS: ratios}
 
 
 def as_compare_entry(entry: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The entry's :data:`BESIDE` field in a compare entry's shape (what
+    """The entry's A/A ratio baseline in a compare entry's shape (what
     :func:`~pytest_ortperf.gating.baseline_judge.ratio_baseline_of` reads); None when the
     entry has none."""
-    beside = entry.get(BESIDE)
-    if not isinstance(beside, Mapping) or not beside.get("block_ratios"):
+    beside, ratios = entry.get(BESIDE), entry.get(BESIDE_RATIOS)
+    if not isinstance(beside, Mapping) or not ratios:
         return None
-    return {"kind": "compare", "api": entry.get("api"), **beside}
+    return {"kind": "compare", "api": entry.get("api"), **beside, "block_ratios": ratios}
 
 
 def judge_beside(

@@ -26,13 +26,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from pytest_ortperf.gating.baseline_schema import BESIDE, RECIPE
+from pytest_ortperf.gating.baseline_schema import RECIPE
 from pytest_ortperf.gating.beside import (
     KEEP_ARTIFACTS,
     MODE,
     BesideGate,
     as_compare_entry,
-    beside_entry,
+    beside_fields,
     beside_verdict,
     fallback_verdicts,
     unchanged_verdict,
@@ -98,7 +98,7 @@ def kept(
     k = max(ctx.baseline_runs, 1)
     engine = ctx.engine.scaled(1.0 / k)
     parts = [_pair(ctx, session, session, feeds, api, engine, None, name) for _ in range(k)]
-    return {RECIPE: recipe.to_dict(), BESIDE: beside_entry(merge_runs(parts).to_dict())}
+    return {RECIPE: recipe.to_dict(), **beside_fields(merge_runs(parts).to_dict())}
 
 
 def _pair(
