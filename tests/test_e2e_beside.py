@@ -330,3 +330,29 @@ def children() -> list[int]:
             if int(fields[1]) == os.getpid() and fields[0] != "Z":
                 found.append(int(entry.name))
     return found
+
+
+def test_a_provider_this_machine_lacks_is_named_and_falls_back(suite):
+    import dataclasses
+
+    from pytest_ortperf.measuring.recipe import Recipe
+
+    # The baseline as one taken on a CUDA machine would read.
+    path = suite.path / "__ortperf__" / "test_mlp.json"
+    entries = {k: dict(v) for k, v in load_baseline(path).entries.items()}
+    entry = entries["test_mlp::mlp"]
+    recipe = Recipe.from_dict(entry["recipe"])
+    cuda = dataclasses.replace(recipe.session, providers=("CUDAExecutionProvider",))
+    entry["recipe"] = dataclasses.replace(recipe, session=cuda).to_dict()
+    write_baseline(path, entries)
+    check(suite, layers=2)
+    (verdict,) = verdicts(suite.path)
+    assert (
+        f"{FALLBACK}: the baseline's execution provider is not available here ("
+        in (verdict["message"])
+    )
+    assert "CUDAExecutionProvider" in verdict["message"]
+    assert (
+        "changed: session.providers: [CUDAExecutionProvider] -> [CPUExecutionProvider]"
+        in (verdict["message"])
+    )
