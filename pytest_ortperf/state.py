@@ -309,9 +309,9 @@ class OrtperfState:
             baseline_path,
             plan_baselines,
             some_keys,
-            split_nodeid,
             update_baseline,
         )
+        from pytest_ortperf.gating.baseline_entries import split_nodeid
 
         # Each module is planned with its own records and tests only (one pass over them).
         records: dict[str, list[dict[str, Any]]] = {}

@@ -341,7 +341,7 @@ def test_bad_alpha_is_a_usage_error(pytester):
     pytester.makeini("[pytest]\nortperf_alpha = 0.7\n")
     result = pytester.runpytest("--ortperf")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*ini ortperf_alpha must be below 0.5, got 0.7*"])
+    result.stderr.fnmatch_lines(["*ini ortperf_alpha must be below 0.5, got '0.7'*"])
 
 
 def test_gated_measurements_take_enough_blocks_to_be_significant(pytester):
