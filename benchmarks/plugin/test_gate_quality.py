@@ -770,6 +770,33 @@ def _fmt_change(value: float | None) -> str:
     return "-" if value is None else f"{value:+.1%}"
 
 
+def pads_nearest(
+    engine_config: Any, dim: int, batch: int, targets: Sequence[float]
+) -> tuple[dict[int, float], list[int]]:
+    """The real effect of each zero pad of ``attention(dim)``, measured interleaved against
+    the unpadded model with a long run, and the pads nearest to ``targets`` (slowdowns)."""
+    from pytest_ortperf import models
+    from pytest_ortperf.measuring.calls import OrtBinding, binding_call
+    from pytest_ortperf.measuring.engine import Engine
+    from pytest_ortperf.measuring.feeds import input_specs, make_feeds
+    from pytest_ortperf.measuring.session import OrtSession
+    from pytest_ortperf.stats import paired_ratio, ratio_of_blocks
+
+    base = OrtSession.create(models.attention(dim=dim), name="base")
+    feeds = make_feeds(input_specs(base.sess), dims={"B": batch}, seed=0)
+    long_engine = Engine(engine_config).scaled(3.0)
+    base_call = binding_call(OrtBinding(base, feeds))[0]
+    effects: dict[int, float] = {}
+    for pad in (8, 16, 24, 32, 48, 64, 128, 256, 384, 512):
+        padded = OrtSession.create(models.attention(dim=dim, zero_pad=pad), name="padded")
+        call = binding_call(OrtBinding(padded, feeds))[0]
+        base_s, pad_s = long_engine.interleave([base_call, call])
+        effects[pad] = paired_ratio(ratio_of_blocks(base_s.values, pad_s.values)).ratio - 1.0
+    pads = [min(effects, key=lambda p, t=t: abs(math.log1p(effects[p]) - math.log1p(t)))
+            for t in targets]  # fmt: skip
+    return effects, pads
+
+
 CONDITION_TARGETS = (0.06, 0.11, 1.0)
 """True slowdowns of the three-conditions benchmark: 1.2x the default 5% threshold, about
 +11%, and 2x slower."""
@@ -803,13 +830,7 @@ def test_gate_quality_three_conditions(
     """
     from noise import noisy_neighbours
 
-    from pytest_ortperf import models
-    from pytest_ortperf.measuring.calls import OrtBinding, binding_call
-    from pytest_ortperf.measuring.engine import Engine
-    from pytest_ortperf.measuring.feeds import input_specs, make_feeds
-    from pytest_ortperf.measuring.session import OrtSession
     from pytest_ortperf.state import STATE_KEY
-    from pytest_ortperf.stats import paired_ratio, ratio_of_blocks
 
     settings = request.config.stash[STATE_KEY].settings
     if not settings.enabled:
@@ -831,19 +852,7 @@ def test_gate_quality_three_conditions(
     quiet_dirs = [bench.make_dir(f"quiet_{i:02d}", bench.module()) for i in range(n_base)]
     noisy_dirs = [bench.make_dir(f"noisy_{i:02d}", bench.module()) for i in range(n_noisy_base)]
 
-    # Pads nearest to the target slowdowns, measured interleaved against the unpadded model.
-    base = OrtSession.create(models.attention(dim=dim), name="fused")
-    feeds = make_feeds(input_specs(base.sess), dims={"B": batch}, seed=0)
-    long_engine = Engine(settings.engine_config({})).scaled(3.0)
-    base_call = binding_call(OrtBinding(base, feeds))[0]
-    effects: dict[int, float] = {}
-    for pad in (8, 16, 24, 32, 48, 64, 128, 256, 384, 512):
-        padded = OrtSession.create(models.attention(dim=dim, zero_pad=pad), name="padded")
-        call = binding_call(OrtBinding(padded, feeds))[0]
-        base_s, pad_s = long_engine.interleave([base_call, call])
-        effects[pad] = paired_ratio(ratio_of_blocks(base_s.values, pad_s.values)).ratio - 1.0
-    pads = [min(effects, key=lambda p, t=t: abs(math.log1p(effects[p]) - math.log1p(t)))
-            for t in CONDITION_TARGETS]  # fmt: skip
+    effects, pads = pads_nearest(settings.engine_config({}), dim, batch, CONDITION_TARGETS)
     levels = {0: AA, **{p: f"{effects[p]:+.1%}" for p in pads}}
     say(
         "\ngate quality in three conditions, threshold 5% (the default): pads "

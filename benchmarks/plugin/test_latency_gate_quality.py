@@ -48,7 +48,6 @@ another machine's baseline per condition.
 from __future__ import annotations
 
 import json
-import math
 import random
 import shutil
 import sys
@@ -58,7 +57,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_gate_quality import LATENCY, Bench, Run, _env_int, _rate, _read_json
+from test_gate_quality import LATENCY, Bench, Run, _env_int, _rate, _read_json, pads_nearest
 
 BESIDE, NORMALIZED, ABSOLUTE = "beside", "normalized", "absolute"
 TARGETS = (0.06, 0.11, 1.0)
@@ -139,13 +138,7 @@ def test_latency_gate_quality(
 ) -> None:
     from noise import noisy_neighbours
 
-    from pytest_ortperf import models
-    from pytest_ortperf.measuring.calls import OrtBinding, binding_call
-    from pytest_ortperf.measuring.engine import Engine
-    from pytest_ortperf.measuring.feeds import input_specs, make_feeds
-    from pytest_ortperf.measuring.session import OrtSession
     from pytest_ortperf.state import STATE_KEY
-    from pytest_ortperf.stats import paired_ratio, ratio_of_blocks
 
     settings = request.config.stash[STATE_KEY].settings
     if not settings.enabled:
@@ -167,18 +160,7 @@ def test_latency_gate_quality(
     bench = Bench(tmp_path / "runs", dim, batch, threshold=0.05, budget=budget)
     module = MODULE.format(dim=dim, batch=batch)
 
-    base = OrtSession.create(models.attention(dim=dim), name="latency")
-    feeds = make_feeds(input_specs(base.sess), dims={"B": batch}, seed=0)
-    long_engine = Engine(settings.engine_config({})).scaled(3.0)
-    base_call = binding_call(OrtBinding(base, feeds))[0]
-    effects: dict[int, float] = {}
-    for pad in (8, 16, 24, 32, 48, 64, 128, 256, 384, 512):
-        padded = OrtSession.create(models.attention(dim=dim, zero_pad=pad), name="padded")
-        call = binding_call(OrtBinding(padded, feeds))[0]
-        base_s, pad_s = long_engine.interleave([base_call, call])
-        effects[pad] = paired_ratio(ratio_of_blocks(base_s.values, pad_s.values)).ratio - 1.0
-    pads = [min(effects, key=lambda p, t=t: abs(math.log1p(effects[p]) - math.log1p(t)))
-            for t in TARGETS]  # fmt: skip
+    effects, pads = pads_nearest(settings.engine_config({}), dim, batch, TARGETS)
     levels = {0: "A/A (bytes changed)", **{p: f"{effects[p]:+.1%}" for p in pads}}
     say(
         "\nlatency gate quality, threshold 5%: pads "
