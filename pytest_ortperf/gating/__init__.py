@@ -15,7 +15,12 @@
   (``--ortperf-baseline=history``).
 - :mod:`~pytest_ortperf.gating.changes` (pure) and
   :mod:`~pytest_ortperf.gating.history_changes`: change points in the stored history.
+- :mod:`~pytest_ortperf.gating.beside`: a latency judged beside the baseline's own model.
+- :mod:`~pytest_ortperf.gating.suite`: a run's verdicts together (suite rates, the
+  family-wise split).
+- Also: ``ab`` and ``two_runs`` (comparisons judged on themselves), ``tails``, ``slo``
+  (latency budgets), ``memory_rule``, ``placement``.
 
-Gating uses the core (records, statistics, units, the engine); it never imports the
-plugin's settings or per-run state.
+Gating uses the measuring core and the core; it never imports the plugin's settings or
+per-run state.
 """

@@ -12,4 +12,6 @@
 - ``coldstart``: session creation and first runs in fresh processes
 - ``records``: records of measured samples (one arm, a comparison of two, runs merged)
 - ``outputs``: a candidate's outputs checked against a reference's
+- ``recipe``: what an entry's speed depends on (model bytes, settings, onnxruntime,
+  custom-op libraries, feeds), hashed
 """

@@ -16,6 +16,9 @@ through :mod:`pytest_ortperf.gating` and leaves what it found on the test's reco
   (profile, memory), ``cold_start``, ``per_call``, ``throughput``, and ``remote``
   (compare and rank of ``ort_env`` sessions, checked and profiled as ``ortperf ab``
   does: :mod:`pytest_ortperf.remote.ab`, :mod:`pytest_ortperf.remote.profiles`)
+- ``beside`` (with ``beside_settings`` and ``beside_remote``): a latency judged beside
+  the baseline's own model, rebuilt from the artifact store (in a worker of the baseline's
+  onnxruntime when it differs), ``unchanged``, or today's mode with what was missing
 
 Measuring and output checks live in :mod:`pytest_ortperf.measuring` (``records``,
 ``outputs``, ``throughput``), verdicts in :mod:`pytest_ortperf.gating`.

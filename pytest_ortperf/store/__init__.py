@@ -13,6 +13,8 @@
 - ``history``: values over runs for the reports, ``run_medians`` for the history gate,
   ``branch_records`` for history baselines
 - ``spool``: runs the store could not take, kept in local files until it can
+- ``artifacts``: the content-addressed artifact store of model bytes (a directory);
+  ``artifacts_sql``: the same inside the results store
 
 Import from the module that holds a name; this package imports nothing. Names with a
 leading underscore are shared between the modules of the store and used nowhere else.
