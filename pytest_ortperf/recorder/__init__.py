@@ -8,6 +8,7 @@ through :mod:`pytest_ortperf.gating` and leaves what it found on the test's reco
 - ``context``: one test's settings, engine and gate, shared by every kind
 - ``recording``: names, ``user_properties`` and deferred failures (every failure message)
 - ``targets``: a target's calls, the control workload, session records
+- ``pairs``: two local sessions measured interleaved as one comparison (compare, beside)
 - ``deciding``: a measurement taken once, as a baseline's runs, or through the gate;
   a comparison judged on itself (``max_slowdown``)
 - ``budgets``: latency budgets (``slo=``) checked, sized for and judged

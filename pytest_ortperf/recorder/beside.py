@@ -39,13 +39,13 @@ from pytest_ortperf.gating.beside import (
 )
 from pytest_ortperf.gating.gate import Decision
 from pytest_ortperf.measuring.engine import Engine, StopRule, TimingEngine, smoke
-from pytest_ortperf.measuring.records import comparison, latency_result, merge_runs
-from pytest_ortperf.measuring.session import OrtSession, ProviderUnavailable, watches_cpu
+from pytest_ortperf.measuring.records import latency_result, merge_runs
+from pytest_ortperf.measuring.session import OrtSession, ProviderUnavailable
 from pytest_ortperf.recorder.beside_settings import ArtifactWarning
 from pytest_ortperf.recorder.context import Context
 from pytest_ortperf.recorder.deciding import Measure, decide
-from pytest_ortperf.recorder.targets import Feeds, Target, calls, session_info, warmed
-from pytest_ortperf.recorder.unsettled import warn_unsettled
+from pytest_ortperf.recorder.pairs import measure_pair
+from pytest_ortperf.recorder.targets import Feeds, Target, calls, session_info
 from pytest_ortperf.results import Comparison, LatencyResult, Verdict
 
 if TYPE_CHECKING:
@@ -114,14 +114,9 @@ def _pair(
     """Fresh sessions of ``reference`` and ``candidate`` measured interleaved."""
     ref, cand = reference.derive(), candidate.derive()
     timed = [calls(ref, feeds, api)[0], calls(cand, feeds, api)[0]]
-    ref_s, cand_s = warmed(engine, ref, cand).interleave(
-        timed, should_stop=stop, watch_cpu=watches_cpu(ref, cand)
-    )
-    warn_unsettled(label, ref_s, cand_s)
-    return comparison(
-        ctx.result(f"{label}:reference", api, ref_s, ref),
-        ctx.result(f"{label}:candidate", api, cand_s, cand),
-        label, 0.95,
+    return measure_pair(
+        ctx, ref, cand, timed, api=api, label=label, engine=engine, stop=stop,
+        confidence=0.95, structure=False,
     )  # fmt: skip
 
 

@@ -12,12 +12,12 @@ from pytest_ortperf.gating.gate import Decision
 from pytest_ortperf.measuring.calls import hide_rejected
 from pytest_ortperf.measuring.engine import StopRule, TimingEngine, smoke
 from pytest_ortperf.measuring.outputs import verify_outputs
-from pytest_ortperf.measuring.records import comparison
 from pytest_ortperf.measuring.session import OrtSession, watches_cpu
 from pytest_ortperf.recorder.beside import applies, candidate_beside, judged_beside, kept
 from pytest_ortperf.recorder.budgets import budgets_of, judged, latency_blocks
 from pytest_ortperf.recorder.context import Context
 from pytest_ortperf.recorder.deciding import Measure, decide, judge_ab
+from pytest_ortperf.recorder.pairs import measure_pair
 from pytest_ortperf.recorder.targets import (
     CONTROL_NAME,
     Feeds,
@@ -151,17 +151,9 @@ def compare(
         if fresh:
             ref, cand = reference.derive(), candidate.derive()
             timed = (calls(ref, feeds, api)[0], calls(cand, feeds, api)[0])
-        if ctx.measured:
-            ref_s, cand_s = warmed(engine, ref, cand).interleave(
-                list(timed), should_stop=stop, watch_cpu=watches_cpu(ref, cand)
-            )
-            warn_unsettled(label, ref_s, cand_s)
-        else:
-            ref_s, cand_s = smoke(timed[0], engine.clock), smoke(timed[1], engine.clock)
-        return comparison(
-            ctx.result(f"{label}:reference", api, ref_s, ref, ctx.measured),
-            ctx.result(f"{label}:candidate", api, cand_s, cand, ctx.measured),
-            label, confidence, tuple(diffs),
+        return measure_pair(
+            ctx, ref, cand, timed, api=api, label=label, engine=engine, stop=stop,
+            confidence=confidence, structure=ctx.measured, diffs=tuple(diffs),
         )  # fmt: skip
 
     decision = judge_ab(ctx, decide(ctx, measure, entry), max_slowdown)
