@@ -88,6 +88,24 @@ def check_sha256(sha256: object) -> str:
     return sha256
 
 
+def verified(
+    data: bytes, sha256: str, size: int | None, *, where: str, damaged: str, fix: str
+) -> bytes:
+    """``data`` read back as artifact ``sha256`` (of ``size`` bytes, where known), or an
+    :class:`ArtifactCorrupt` naming ``where`` it was read and ``fix``."""
+    if size is not None and len(data) != size:
+        raise ArtifactCorrupt(
+            f"{where} is {len(data):,} bytes, the artifact {size:,}"
+            f"{' (truncated)' if len(data) < size else ''}; not used. {fix}"
+        )
+    actual = hashlib.sha256(data).hexdigest()
+    if actual != sha256:
+        raise ArtifactCorrupt(
+            f"{where} is {damaged}: its {len(data):,} bytes hash to {actual}; not used. {fix}"
+        )
+    return data
+
+
 class ArtifactStore:
     """A content-addressed directory of artifacts (see the module)."""
 
@@ -171,20 +189,11 @@ class ArtifactStore:
             ) from None
         except OSError as exc:
             raise ArtifactError(f"artifact {sha256}: cannot read {path} ({exc})") from None
-        if size is not None and len(data) != size:
-            raise ArtifactCorrupt(
-                f"artifact {sha256}: {path} is {len(data):,} bytes, the artifact {size:,}"
-                f"{' (truncated)' if len(data) < size else ''}; not used. Remove the file and "
-                "keep the artifact again (pytest --ortperf-update)"
-            )
-        actual = hashlib.sha256(data).hexdigest()
-        if actual != sha256:
-            raise ArtifactCorrupt(
-                f"artifact {sha256}: {path} is damaged (truncated or altered): its "
-                f"{len(data):,} bytes hash to {actual}; not used. Remove the file and keep "
-                "the artifact again (pytest --ortperf-update)"
-            )
-        return data
+        return verified(
+            data, sha256, size, where=f"artifact {sha256}: {path}",
+            damaged="damaged (truncated or altered)",
+            fix="Remove the file and keep the artifact again (pytest --ortperf-update)",
+        )  # fmt: skip
 
     def du(self) -> Usage:
         """How many artifacts the store holds and their bytes (temp files not counted)."""

@@ -30,6 +30,7 @@ from pytest_ortperf.store.artifacts import (
     ArtifactMissing,
     Usage,
     check_sha256,
+    verified,
 )
 from pytest_ortperf.store.connection import (
     _explain,
@@ -141,21 +142,11 @@ class SqlArtifactStore:
                 ).first()
         if row is None:
             raise ArtifactMissing(f"artifact {sha256}: not in the results store {self.label}")
-        data = bytes(row.data)
-        where = f"artifact {sha256} in the results store {self.label}"
-        if size is not None and len(data) != size:
-            raise ArtifactCorrupt(
-                f"{where} is {len(data):,} bytes, the artifact {size:,}"
-                f"{' (truncated)' if len(data) < size else ''}; not used. Keep the artifact "
-                "again (pytest --ortperf-update)"
-            )
-        actual = hashlib.sha256(data).hexdigest()
-        if actual != sha256:
-            raise ArtifactCorrupt(
-                f"{where} is damaged: its {len(data):,} bytes hash to {actual}; not used. "
-                "Keep the artifact again (pytest --ortperf-update)"
-            )
-        return data
+        return verified(
+            bytes(row.data), sha256, size,
+            where=f"artifact {sha256} in the results store {self.label}", damaged="damaged",
+            fix="Keep the artifact again (pytest --ortperf-update)",
+        )  # fmt: skip
 
     def du(self) -> Usage:
         """How many artifacts the store holds and their bytes."""
