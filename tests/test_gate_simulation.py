@@ -13,7 +13,8 @@ import dataclasses
 import pytest
 from gate_sim import SCENARIOS, simulate
 
-from pytest_ortperf.results import Outcome
+from pytest_ortperf.gating.gate import undecided
+from pytest_ortperf.results import Outcome, Verdict
 from pytest_ortperf.stats import wilson_interval
 
 
@@ -49,6 +50,37 @@ def test_detection_at_a_two_percent_between_pair_spread(change: float, least: fl
     scenario = dataclasses.replace(SCENARIOS["pairs 2%"], change=change)
     tally = simulate(scenario, baselines=8, checks=10, seed=14)
     assert tally.rate(Outcome.REGRESSED) >= least, tally.total
+
+
+def test_a_slowdown_just_past_the_threshold_is_measured_until_caught() -> None:
+    # +6%, 1.2x the threshold: a look whose interval straddles 5% reads either side of it
+    # by chance, so the first measurement and the confirmation both measure on.
+    scenario = dataclasses.replace(SCENARIOS["pairs 0.5%"], change=0.06)
+    tally = simulate(scenario, baselines=8, checks=10, seed=18)
+    assert tally.rate(Outcome.REGRESSED) >= 0.95, tally.total
+    assert sum(tally.budgets) / len(tally.budgets) > 3.5, "it was not measured further"
+
+
+def _verdict(outcome: Outcome, change: float, low: float, high: float) -> Verdict:
+    return Verdict("ratio", outcome, 1.0, 1.0 + change, change, low, high, 0.05, 0.01, 0.1, 50, "")
+
+
+@pytest.mark.parametrize(
+    ("verdict", "more"),
+    [
+        (_verdict(Outcome.OK, 0.01, -0.01, 0.03), False),
+        (_verdict(Outcome.OK, 0.045, 0.035, 0.055), True),  # straddles 5%
+        (_verdict(Outcome.REGRESSED, 0.055, 0.045, 0.065), True),
+        (_verdict(Outcome.REGRESSED, 0.11, 0.09, 0.13), False),
+        (_verdict(Outcome.INCONCLUSIVE, 0.08, -0.01, 0.17), True),
+        (_verdict(Outcome.UNSTABLE, 0.09, 0.06, 0.12), True),  # a slowdown the noise may hide
+        (_verdict(Outcome.UNSTABLE, 0.0, -0.02, 0.02), False),
+        (_verdict(Outcome.IMPROVED, -0.1, -0.12, -0.08), False),
+        (dataclasses.replace(_verdict(Outcome.OK, 0.05, 0.04, 0.06), metric="structure"), False),
+    ],
+)
+def test_what_is_measured_further(verdict: Verdict, more: bool) -> None:
+    assert undecided(verdict) is more
 
 
 @pytest.mark.parametrize("name", ["iid", "AR(1) 0.5", "heavy tails", "odd pairs"])

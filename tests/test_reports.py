@@ -128,7 +128,7 @@ def test_report_json_and_markdown_of_a_failing_run(
     # A regression is confirmed by a second measurement, which decides.
     result.stdout.fnmatch_lines(
         [
-            "*(the verdict of a second measurement at twice the budget; "
+            "*(the verdict of a second measurement on fresh session pairs; "
             "the first read ratio +10.0% [[]*] -> regressed)"
         ]
     )

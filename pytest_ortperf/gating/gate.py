@@ -78,15 +78,32 @@ class Baselines:
 
 
 CONFIRM_BUDGET_FACTOR = 2.0
-"""A confirming measurement runs on this many times :data:`CHECK_PAIRS` fresh session
-pairs, each with the same share of the budget as the first's, and is not extended."""
+"""A confirming measurement starts on this many times :data:`CHECK_PAIRS` fresh session
+pairs, each with the same share of the budget as the first's."""
 EXTEND_BUDGETS = 5.0
-"""An inconclusive check adds session pairs until its verdict is clear or it has spent
-this many budgets (15 pairs)."""
+"""An undecided measurement (:func:`undecided`), the first or the confirming one, adds
+session pairs until its verdict is clear or it has spent this many budgets (15 pairs)."""
+CONFIRM_LOOKS = 1 + round(CHECK_PAIRS * (EXTEND_BUDGETS - CONFIRM_BUDGET_FACTOR)) // CHECK_PAIRS
+"""Looks a confirming measurement may take (at 6, 9, 12 and 15 pairs): each is judged at
+``alpha / CONFIRM_LOOKS``, so that all of them together alarm at most ``alpha``."""
 
 
-def _undecided(verdict: Verdict) -> bool:
-    return verdict.metric != "structure" and verdict.outcome is Outcome.INCONCLUSIVE
+def undecided(verdict: Verdict) -> bool:
+    """Whether more session pairs could change what ``verdict`` says: it is
+    ``inconclusive``; or its interval straddles the threshold (an estimate near the
+    threshold falls either side of it by chance); or it is ``unstable`` with its estimate
+    past the threshold (a slowdown the machine's noise may be hiding)."""
+    if verdict.metric == "structure":
+        return False
+    outcome = verdict.outcome
+    if outcome is Outcome.INCONCLUSIVE:
+        return True
+    if outcome is Outcome.UNSTABLE and verdict.change > verdict.threshold:
+        return True
+    return (
+        outcome in (Outcome.OK, Outcome.REGRESSED, Outcome.UNSTABLE)
+        and verdict.low < verdict.threshold < verdict.high
+    )
 
 
 @dataclass(frozen=True)
@@ -145,9 +162,9 @@ class Gate:
 
     The procedure (README, "Gating"; :meth:`decide`): a first measurement over several
     session pairs, extended while undecided; only a verdict that would fail the test is
-    measured again on fresh pairs, and that fixed-size second measurement decides. A false
-    alarm needs both to fail, so its probability is at most that of the second, a
-    fixed-size test at ``alpha``: the whole procedure's false-alarm rate is at most
+    measured again on fresh pairs, extended the same way, and that second measurement
+    decides. A false alarm needs one of its :data:`CONFIRM_LOOKS` looks to fail, each
+    judged at ``alpha / CONFIRM_LOOKS``: the whole procedure's false-alarm rate is at most
     ``alpha``, whatever the first measurement's looks spent.
     """
 
@@ -221,40 +238,69 @@ class Gate:
 
         Against a ratio baseline, a check spreads over :data:`CHECK_PAIRS` session pairs
         (the test's own, then fresh ones), each with its share of the budget, so the
-        verdict holds the check's own between-pair spread. While the verdict is
-        ``inconclusive`` it adds pairs, up to :data:`EXTEND_BUDGETS` budgets. A verdict that
-        would fail the test is measured again on fresh pairs at
-        :data:`CONFIRM_BUDGET_FACTOR` times the budget, with no extension, and that
-        fixed-size measurement decides: a false alarm needs it to fail, so the procedure's
-        false-alarm rate is at most ``alpha`` however many looks the first one took.
+        verdict holds the check's own between-pair spread. While the verdict is undecided
+        (:func:`undecided`: inconclusive, or its interval straddles the threshold) it adds
+        pairs, up to :data:`EXTEND_BUDGETS` budgets. A verdict that would fail the test is
+        measured again on fresh pairs, :data:`CONFIRM_BUDGET_FACTOR` times the budget at
+        first, extended the same way, and that measurement decides. Each of its
+        :data:`CONFIRM_LOOKS` looks is judged at ``alpha / CONFIRM_LOOKS``: a false alarm
+        needs one of them to fail, so the procedure's false-alarm rate is at most
+        ``alpha`` however many looks the first measurement took.
         """
         started = self.clock()
         if ratio_baseline_of(entry) is None:  # new, absolute, ...: nothing to pair against
             first = measure(engine, None, False)
             return Decision(first, self._timed(self.judge(first.to_dict(), entry), started, 1))
         per_pair = engine.scaled(1.0 / CHECK_PAIRS)
-        stop = self.stop_rule(entry, may_reject=True)
-        parts: list[R] = []
-        most = round(CHECK_PAIRS * EXTEND_BUDGETS)
-        while True:
-            parts.append(measure(per_pair, stop, bool(parts)))
-            if len(parts) < CHECK_PAIRS:
-                continue
-            record = merge(parts)
-            verdicts = self.judge(record.to_dict(), entry)
-            if len(parts) >= most or not any(_undecided(v) for v in verdicts):
-                break
-        verdicts = self._timed(verdicts, started, len(parts))
+        first_stop = self.stop_rule(entry, may_reject=True)
+        record, verdicts, pairs = self._until_decided(
+            measure, per_pair, first_stop, self.judge, entry, merge, [], step=1
+        )
+        verdicts = self._timed(verdicts, started, pairs)
         if not (self.settings.confirm and self._would_fail(verdicts)):
             return Decision(record, verdicts)
         started = self.clock()
-        again = round(CHECK_PAIRS * CONFIRM_BUDGET_FACTOR)
-        confirm = self.stop_rule(entry, may_reject=False)
+        sharper = self.at_alpha(self.settings.alpha / CONFIRM_LOOKS)
+        confirm = sharper.stop_rule(entry, may_reject=False)
         fresh = engine.scaled(1.0 / CHECK_PAIRS)  # a measurement of its own
-        second = merge([measure(fresh, confirm, True) for _ in range(again)])
-        return Decision(
-            second, self._timed(self.judge(second.to_dict(), entry), started, again), verdicts
+        opening = [
+            measure(fresh, confirm, True) for _ in range(round(CHECK_PAIRS * CONFIRM_BUDGET_FACTOR))
+        ]
+        second, again, pairs = self._until_decided(
+            measure, fresh, confirm, sharper.judge, entry, merge, opening, step=CHECK_PAIRS
         )
+        return Decision(second, self._timed(again, started, pairs), verdicts)
+
+    def _until_decided(
+        self,
+        measure: Callable[[TimingEngine, StopRule | None, bool], R],
+        per_pair: TimingEngine,
+        stop: StopRule | None,
+        judge: Callable[[Mapping[str, Any], Mapping[str, Any] | None], list[Verdict]],
+        entry: Mapping[str, Any] | None,
+        merge: Callable[[Sequence[R]], R],
+        parts: list[R],
+        *,
+        step: int,
+    ) -> tuple[R, list[Verdict], int]:
+        """``parts`` (none: the first pair is the test's own sessions, every other one
+        fresh) extended to at least :data:`CHECK_PAIRS` session pairs, then by ``step``
+        pairs while ``judge`` finds it :func:`undecided`, up to :data:`EXTEND_BUDGETS`
+        budgets: the merged record, its verdicts and its number of pairs."""
+        most = round(CHECK_PAIRS * EXTEND_BUDGETS)
+        while True:
+            while len(parts) < CHECK_PAIRS:
+                parts.append(measure(per_pair, stop, bool(parts)))
+            record = merge(parts)
+            verdicts = judge(record.to_dict(), entry)
+            if len(parts) >= most or not any(undecided(v) for v in verdicts):
+                return record, verdicts, len(parts)
+            parts.extend(measure(per_pair, stop, True) for _ in range(step))
+
+    def at_alpha(self, alpha: float) -> Gate:
+        """This gate (its kind, settings and sources) judging at ``alpha``."""
+        settings = dataclasses.replace(self.settings, alpha=alpha)
+        return type(self)(settings, self.baselines, self.environment, self.history, self.clock)
 
     def _timed(self, verdicts: list[Verdict], started: float, pairs: int) -> list[Verdict]:
         """Each timing verdict's message with the time its measurement took."""
@@ -292,8 +338,9 @@ def first_note(first: Sequence[Verdict], verdicts: Sequence[Verdict]) -> str:
         for v in first
         if v.metric != "structure" and by_metric.get(v.metric) is not None
     ]
-    return "the verdict of a second measurement at twice the budget; the first read " + "; ".join(
-        parts
+    return (
+        "the verdict of a second measurement on fresh session pairs; the first read "
+        + "; ".join(parts)
     )
 
 
