@@ -36,9 +36,12 @@ def test_planned_verdicts_count_timing_entries_at_least_one_per_test():
         "test_a::y": {"kind": "latency", "test": "test_a"},
         "test_a::mem": {"kind": "memory", "test": "test_a"},  # a tolerance, not a test
         "test_b[1]::x": {"kind": "compare"},  # the test read from the key
+        # A compare that kept its candidate's recipe may add the candidate judged beside
+        # the baseline's candidate: two verdicts planned.
+        "test_c::x": {"kind": "compare", "test": "test_c", "recipe": {"model_sha256": "ab"}},
     }
     by_test = timing_entries(entries)
-    assert by_test == {"test_a": 2, "test_b[1]": 1}
+    assert by_test == {"test_a": 2, "test_b[1]": 1, "test_c": 2}
     assert planned_verdicts([by_test["test_a"], by_test["test_b[1]"], 0]) == 4
 
 
