@@ -897,8 +897,9 @@ def test_gate_quality_three_conditions(
     noisy_base = run_checks("noisy baselines", noisy_dirs, nb_schedule)
 
     lines = ["", "| condition | check | n | ratio alarms | latency alarms | ratio inconclusive "
-             "| ratio unstable | latency inconclusive/unstable | mean measuring s |",
-             "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+             "| ratio unstable | latency inconclusive/unstable | mean measuring s "
+             "| ratio change read (median) |",
+             "|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
     odd: list[Run] = []
     for phase, runs, setup in (("quiet", quiet, setup_quiet), ("noisy checks", noisy, setup_noisy),
                                ("noisy baselines", noisy_base, setup_quiet)):  # fmt: skip
@@ -916,10 +917,12 @@ def test_gate_quality_three_conditions(
                 bool({"inconclusive", "unstable"} & set(r.outcomes.get(LATENCY, []))) for r in group
             )
             measuring = _mean([r.wall_s - setup for r in group])
+            read = [c for r in group for c in r.changes.get(RATIO, [])[-1:] if c is not None]
             lines.append(
                 f"| {phase} | {levels[pad]} | {n} | {_rate(ratio_alarms, n)} | "
                 f"{_rate(lat_alarms, n)} | {_rate(inc, n)} | {_rate(uns, n)} | "
-                f"{_rate(lat_other, n)} | {measuring:.2f} |"
+                f"{_rate(lat_other, n)} | {measuring:.2f} | "
+                f"{_fmt_change(statistics.median(read) if read else None)} |"
             )
     lines.append(
         f"noisy baselines that warned they cannot see the threshold: {blind}/{n_noisy_base}; "

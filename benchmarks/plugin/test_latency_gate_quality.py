@@ -50,6 +50,7 @@ from __future__ import annotations
 import json
 import random
 import shutil
+import statistics
 import sys
 import time
 from collections import Counter
@@ -57,7 +58,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_gate_quality import LATENCY, Bench, Run, _env_int, _rate, _read_json, pads_nearest
+from test_gate_quality import (
+    LATENCY,
+    Bench,
+    Run,
+    _env_int,
+    _fmt_change,
+    _rate,
+    _read_json,
+    pads_nearest,
+)
 
 BESIDE, NORMALIZED, ABSOLUTE = "beside", "normalized", "absolute"
 TARGETS = (0.06, 0.11, 1.0)
@@ -259,8 +269,8 @@ def test_latency_gate_quality(
     lines = [
         "",
         "| condition | mode | check | n | alarms (regressed) | inconclusive | unstable "
-        "| not_comparable | judged as | mean wall s |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| not_comparable | judged as | mean wall s | change read (median) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     odd: list[Run] = []
     for phase, runs in (("quiet", quiet), ("noisy checks", noisy),
@@ -283,7 +293,8 @@ def test_latency_gate_quality(
                     f"{_rate(share('inconclusive'), n)} | {_rate(share('unstable'), n)} | "
                     f"{_rate(share('not_comparable'), n)} | "
                     f"{', '.join(f'{k} {v}' for k, v in judged.most_common()) or '-'} | "
-                    f"{sum(r.wall_s for r in group) / n:.2f} |"
+                    f"{sum(r.wall_s for r in group) / n:.2f} | "
+                    f"{_fmt_change(_median_read(group))} |"
                 )
     lines.append(f"{time.perf_counter() - started:.0f} s in all")
     say("\n".join(lines))
@@ -291,3 +302,9 @@ def test_latency_gate_quality(
     for r in odd[:5]:
         say(f"odd run {r.phase} {r.scenario} baseline {r.baseline}: {r.odd}\n{r.tail}")
     assert not odd, f"{len(odd)} odd runs"
+
+
+def _median_read(group: list[Run]) -> float | None:
+    """The median latency change the group's checks read (their last verdict each)."""
+    read = [c for r in group for c in r.changes.get(LATENCY, [])[-1:] if c is not None]
+    return statistics.median(read) if read else None
