@@ -3,6 +3,7 @@ the selected tests plan (Bonferroni), and every report states how many verdicts 
 and the chance of a false alarm anywhere among them. Pure figures, then real pytest runs on
 real sessions with scripted samples."""
 
+import dataclasses
 import json
 import shutil
 import subprocess
@@ -43,6 +44,17 @@ def test_planned_verdicts_count_timing_entries_at_least_one_per_test():
     by_test = timing_entries(entries)
     assert by_test == {"test_a": 2, "test_b[1]": 1, "test_c": 2}
     assert planned_verdicts([by_test["test_a"], by_test["test_b[1]"], 0]) == 4
+
+
+def test_a_confirmed_verdict_counts_at_its_procedure_s_alpha():
+    # A confirmation judged each of its 4 looks at 0.0025: the procedure behind the
+    # verdict alarms at most 4 x 0.0025 of the time, and that is what the suite adds up.
+    confirmed = dataclasses.replace(verdict(Outcome.REGRESSED, alpha=0.0025), looks=4)
+    assert Verdict.from_dict(confirmed.to_dict()) == confirmed
+    assert "looks" not in verdict().to_dict()  # the usual verdict's format is unchanged
+    rate = suite_rate([confirmed, verdict()])
+    assert rate is not None and rate.bound == pytest.approx(0.02)
+    assert rate.text().startswith("2 timing verdicts gated at alpha 0.01 each")
 
 
 def test_the_suite_rate_is_the_union_bound_under_a_family():

@@ -6,6 +6,7 @@ The statistics live in :mod:`pytest_ortperf.gating.rules` and the files in
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -269,6 +270,10 @@ class Gate:
         second, again, pairs = self._until_decided(
             measure, fresh, confirm, sharper.judge, entry, merge, opening, step=CHECK_PAIRS
         )
+        again = [
+            v if v.metric == "structure" else dataclasses.replace(v, looks=CONFIRM_LOOKS)
+            for v in again
+        ]
         return Decision(second, self._timed(again, started, pairs), verdicts)
 
     def _until_decided(
@@ -298,9 +303,10 @@ class Gate:
             parts.extend(measure(per_pair, stop, True) for _ in range(step))
 
     def at_alpha(self, alpha: float) -> Gate:
-        """This gate (its kind, settings and sources) judging at ``alpha``."""
-        settings = dataclasses.replace(self.settings, alpha=alpha)
-        return type(self)(settings, self.baselines, self.environment, self.history, self.clock)
+        """This gate (its kind, sources and state shared) judging at ``alpha``."""
+        sharper = copy.copy(self)
+        sharper.settings = dataclasses.replace(self.settings, alpha=alpha)
+        return sharper
 
     def _timed(self, verdicts: list[Verdict], started: float, pairs: int) -> list[Verdict]:
         """Each timing verdict's message with the time its measurement took."""

@@ -156,7 +156,7 @@ class SuiteRate:
 
 def suite_rate(verdicts: Iterable[Verdict], family: Family | None = None) -> SuiteRate | None:
     """The suite-level figures of a run's verdicts (None: nothing was gated)."""
-    alphas = tuple(v.alpha for v in verdicts if counts(v))
+    alphas = tuple(v.procedure_alpha for v in verdicts if counts(v))
     return SuiteRate(alphas, family) if alphas else None
 
 

@@ -36,7 +36,8 @@ meaning or disappears; keys may be added within a version)::
          "verdicts": [{"metric": "ratio" | "latency" | "structure" | "p99", "outcome": "ok" |
                        "regressed" | "improved" | "inconclusive" | "new" | "not_comparable",
                        "baseline", "current", "change", "low", "high", "threshold",
-                       "alpha", "p_value", "n", "message"}]}
+                       "alpha", "p_value", "n", "message", and "looks" where a
+                       confirmation judged several looks at alpha each}]}
       ],
       "profiles": [{"test": ..., "name": ..., "by_op": [{"op_type", "total_us", "count",
                     "share"}]}],

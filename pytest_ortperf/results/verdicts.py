@@ -67,6 +67,15 @@ class Verdict(Decoded):
     p_value: float | None
     n: int
     message: str
+    looks: int = 1
+    """Tests at ``alpha`` the procedure that reached this verdict could have alarmed on (a
+    confirmation that extends judges each of its looks at a share of the gate's alpha):
+    the verdict's own false-alarm rate is at most ``alpha * looks``."""
+
+    @property
+    def procedure_alpha(self) -> float:
+        """At most how often the procedure behind this verdict alarms at no change."""
+        return self.alpha * self.looks
 
     def failed(self, strict: bool = False) -> bool:
         """Regressed always fails; inconclusive, unstable and new only under ``strict``."""
@@ -90,6 +99,7 @@ class Verdict(Decoded):
             "p_value": self.p_value,
             "n": self.n,
             "message": self.message,
+            **({"looks": self.looks} if self.looks != 1 else {}),
         }
 
 
