@@ -51,6 +51,17 @@ def test_settings_reach_the_session():
     assert s.info().threads == 2 and s.info().optimization == "basic"
 
 
+def test_settings_give_back_the_keywords_that_make_them():
+    # What rebuilds a session in a worker (RemoteSession.derive, a baseline beside today's).
+    settings = SessionSettings.of(
+        providers=["CPUExecutionProvider"], optimization="basic", threads=2, spinning=True,
+        options={"session.x_custom": "1", "enable_mem_pattern": False},
+        custom_ops=["/opt/libcustom.so"],
+    )  # fmt: skip
+    assert SessionSettings.of(**settings.keywords()) == settings
+    assert SessionSettings.of(**SessionSettings().keywords()) == SessionSettings()
+
+
 def test_bad_optimization_level():
     with pytest.raises(ValueError, match="optimization='max' is not one of disable, basic"):
         SessionSettings(optimization="max")

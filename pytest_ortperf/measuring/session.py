@@ -103,6 +103,18 @@ class SessionSettings:
             custom_ops=tuple(os.fspath(p) for p in custom_ops or ()),
         )
 
+    def keywords(self) -> SessionKeywords:
+        """These settings as the keyword arguments that make them (:meth:`of` of them
+        gives them back): what builds the same session elsewhere, e.g. in a worker."""
+        return SessionKeywords(
+            providers=self.providers,
+            optimization=self.optimization,
+            threads=self.threads,
+            spinning=self.spinning,
+            options=dict(self.options),
+            custom_ops=self.custom_ops,
+        )
+
     def replace(self, **changes: Any) -> SessionSettings:
         """A copy with some fields changed; ``options`` are merged, not replaced."""
         extra = changes.pop("options", None)

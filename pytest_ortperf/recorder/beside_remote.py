@@ -47,21 +47,17 @@ def remote_side_by_side(
     from pytest_ortperf.remote.sessions import RemoteEnvironment, RemoteSession
 
     assert ctx.gate is not None
-    settings = session.settings
     envs = [RemoteEnvironment(before.onnxruntime)]
     try:
         envs.append(RemoteEnvironment(sys.executable))
         old, now = envs
         reference = old.session(
             data, name=f"baseline:{before.model_name or session.label}",
-            custom_ops=settings.custom_ops, **before.session.keywords(),
+            custom_ops=session.settings.custom_ops, **before.session.keywords(),
         )  # fmt: skip
         candidate = now.session(
-            session.model_bytes, name=session.label, providers=settings.providers,
-            optimization=settings.optimization, threads=settings.threads,
-            spinning=settings.spinning, options=dict(settings.options),
-            custom_ops=settings.custom_ops,
-        )  # fmt: skip
+            session.model_bytes, name=session.label, **session.settings.keywords()
+        )
 
         def measure(engine: Any, stop: StopRule | None, fresh: bool) -> Comparison:
             pair: list[RemoteSession] = [reference, candidate]

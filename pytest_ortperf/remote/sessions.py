@@ -377,12 +377,9 @@ class RemoteSession:
     def derive(self) -> RemoteSession:
         """A new session of the same model and settings in a new worker (a fresh process,
         as a baseline's independent runs want)."""
-        s = self.settings
         return self.environment.session(
-            self.model_bytes, providers=s.providers, optimization=s.optimization,
-            threads=s.threads, spinning=s.spinning, options=dict(s.options),
-            custom_ops=s.custom_ops, name=self.label,
-        )  # fmt: skip
+            self.model_bytes, name=self.label, **self.settings.keywords()
+        )
 
     def _request(self, op: str, timeout: float, **fields: Any) -> dict[str, Any]:
         try:
