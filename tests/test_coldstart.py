@@ -11,6 +11,7 @@ import onnx
 import pytest
 from onnx import TensorProto
 from onnx import helper as oh
+from procs import children
 
 from pytest_ortperf import models
 from pytest_ortperf.measuring.coldstart import (
@@ -29,22 +30,6 @@ from pytest_ortperf.measuring.session import OrtSession, SessionSettings
 from pytest_ortperf.recorder import Recorder
 from pytest_ortperf.results import ColdStartResult, Comparison, record_from_dict
 from pytest_ortperf.testing import ScriptedLauncher
-
-
-def children() -> set[int]:
-    """Process ids whose parent is this process (from /proc: no psutil needed)."""
-    found = set()
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            status = (entry / "status").read_text()
-        except OSError:
-            continue
-        for line in status.splitlines():
-            if line.startswith("PPid:") and int(line.split()[1]) == os.getpid():
-                found.add(int(entry.name))
-    return found
 
 
 def recorder(properties=None):
@@ -70,13 +55,13 @@ def gather_out_of_range() -> onnx.ModelProto:
 
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="needs /proc")
 def test_a_deeper_graph_is_found_slower_to_create_and_no_process_is_left():
-    before = children()
+    before = children(zombies=True)
     properties = []
     rec = recorder(properties)
     feeds = {"X": np.ones((2, 16), np.float32)}
     shallow, deep = models.deep_chain(3), models.deep_chain(300)
     result = rec.compare_cold_start(shallow, deep, feeds, name="depth", launches=5)
-    assert children() == before
+    assert children(zombies=True) == before
     create = result["create"]
     assert isinstance(create, Comparison) and create.name == "depth:create"
     assert create.api == "cold_start" and len(create.block_ratios) == 5
@@ -137,7 +122,7 @@ def test_feeds_that_do_not_fit_fail_before_any_launch():
 
 
 def test_a_model_whose_run_raises_is_a_clear_error_with_the_stderr_tail():
-    before = children()
+    before = children(zombies=True)
     rec = recorder()
     with pytest.raises(ColdStartError) as info:
         rec.cold_start(gather_out_of_range(), {"idx": np.array([7], np.int64)}, launches=2)
@@ -146,7 +131,7 @@ def test_a_model_whose_run_raises_is_a_clear_error_with_the_stderr_tail():
     assert (
         "its stderr ends:" in message and "out of data bounds" in message and "\x1b" not in message
     )
-    assert children() == before
+    assert children(zombies=True) == before
 
 
 def test_a_model_onnxruntime_cannot_load_in_the_child_is_a_clear_error(tmp_path):
@@ -159,7 +144,7 @@ def test_a_model_onnxruntime_cannot_load_in_the_child_is_a_clear_error(tmp_path)
 
 
 def test_a_launch_past_its_timeout_is_killed_and_reaped(tmp_path):
-    before = children()
+    before = children(zombies=True)
     session = OrtSession.create(models.linear_regression())
     prepared = prepare(
         tmp_path, "slow", session.model_bytes, session.settings,
@@ -167,7 +152,7 @@ def test_a_launch_past_its_timeout_is_killed_and_reaped(tmp_path):
     )  # fmt: skip
     with pytest.raises(ColdStartError, match=r"cold start of lr: no result within 0.01 s"):
         launch(prepared.spec, prepared.label, timeout=0.01)
-    assert children() == before
+    assert children(zombies=True) == before
 
 
 def test_signals_are_named():

@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
+from procs import children, descendants
 
 from pytest_ortperf.cli import main
 from pytest_ortperf.gating.ab import histogram_changes, judge_ab
@@ -43,23 +44,6 @@ OLD = "onnxruntime==1.31.1"
 NETWORK = os.environ.get("ORTPERF_TEST_NETWORK", "1") != "0"
 needs_registry = pytest.mark.skipif(not NETWORK, reason="ORTPERF_TEST_NETWORK=0")
 TINY = EngineConfig(budget_s=0.1, warmup_s=0.02, min_blocks=3)
-
-
-def children() -> set[int]:
-    """Live (not zombie) child processes of this process, from the process table."""
-    me = os.getpid()
-    found = set()
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        fields = stat.rsplit(")", 1)[1].split()
-        if int(fields[1]) == me and fields[0] != "Z":
-            found.add(int(entry.name))
-    return found
 
 
 def alive(pid: int) -> bool:
@@ -538,24 +522,6 @@ def test_cli_ab_processes_bounded(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert main([*args, "--processes", "x"]) == 2
 
 
-def _descendants(pid: int) -> set[int]:
-    """Live processes below ``pid`` (children, their children...)."""
-    parents: dict[int, int] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if fields[0] != "Z":
-                parents[int(entry.name)] = int(fields[1])
-    found, frontier = set(), {pid}
-    while frontier:
-        frontier = {p for p, parent in parents.items() if parent in frontier} - found
-        found |= frontier
-    return found
-
-
 def test_ctrl_c_on_ortperf_ab_exits_130_cleanly(tmp_path: Path) -> None:
     """Issue 24, item 15: SIGINT mid-measurement ends ``ortperf ab`` with status 130, one
     line on stderr, no traceback, and no worker left."""
@@ -569,7 +535,7 @@ def test_ctrl_c_on_ortperf_ab_exits_130_cleanly(tmp_path: Path) -> None:
     workers: set[int] = set()
     while len(workers) < 4 and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.2)
-        workers = _descendants(proc.pid)
+        workers = descendants(proc.pid)
     assert len(workers) >= 4, "the workers did not start"
     time.sleep(1.0)  # into the measurement
     proc.send_signal(signal.SIGINT)
