@@ -304,6 +304,13 @@ class Bench:
         return run
 
 
+def median_read(group: Sequence[Run], metric: str) -> float | None:
+    """The median change the group's checks read for ``metric`` (each check's last
+    verdict: the confirming one where there was one); None when none read one."""
+    read = [c for r in group for c in r.changes.get(metric, [])[-1:] if c is not None]
+    return statistics.median(read) if read else None
+
+
 def _median_wall(bench: Bench, directory: Path, repeats: int, **kwargs: Any) -> float:
     walls = []
     for _ in range(repeats):
@@ -917,12 +924,11 @@ def test_gate_quality_three_conditions(
                 bool({"inconclusive", "unstable"} & set(r.outcomes.get(LATENCY, []))) for r in group
             )
             measuring = _mean([r.wall_s - setup for r in group])
-            read = [c for r in group for c in r.changes.get(RATIO, [])[-1:] if c is not None]
             lines.append(
                 f"| {phase} | {levels[pad]} | {n} | {_rate(ratio_alarms, n)} | "
                 f"{_rate(lat_alarms, n)} | {_rate(inc, n)} | {_rate(uns, n)} | "
                 f"{_rate(lat_other, n)} | {measuring:.2f} | "
-                f"{_fmt_change(statistics.median(read) if read else None)} |"
+                f"{_fmt_change(median_read(group, RATIO))} |"
             )
     lines.append(
         f"noisy baselines that warned they cannot see the threshold: {blind}/{n_noisy_base}; "

@@ -50,7 +50,6 @@ from __future__ import annotations
 import json
 import random
 import shutil
-import statistics
 import sys
 import time
 from collections import Counter
@@ -66,6 +65,7 @@ from test_gate_quality import (
     _fmt_change,
     _rate,
     _read_json,
+    median_read,
     pads_nearest,
 )
 
@@ -294,7 +294,7 @@ def test_latency_gate_quality(
                     f"{_rate(share('not_comparable'), n)} | "
                     f"{', '.join(f'{k} {v}' for k, v in judged.most_common()) or '-'} | "
                     f"{sum(r.wall_s for r in group) / n:.2f} | "
-                    f"{_fmt_change(_median_read(group))} |"
+                    f"{_fmt_change(median_read(group, LATENCY))} |"
                 )
     lines.append(f"{time.perf_counter() - started:.0f} s in all")
     say("\n".join(lines))
@@ -302,9 +302,3 @@ def test_latency_gate_quality(
     for r in odd[:5]:
         say(f"odd run {r.phase} {r.scenario} baseline {r.baseline}: {r.odd}\n{r.tail}")
     assert not odd, f"{len(odd)} odd runs"
-
-
-def _median_read(group: list[Run]) -> float | None:
-    """The median latency change the group's checks read (their last verdict each)."""
-    read = [c for r in group for c in r.changes.get(LATENCY, [])[-1:] if c is not None]
-    return statistics.median(read) if read else None
