@@ -317,3 +317,29 @@ def test_a_baseline_of_another_onnxruntime_runs_beside_in_a_worker_of_it(suite):
     assert "changed: model: sha256 " in verdict["message"]
     assert f'onnxruntime: "{OLD}" -> "{today}"' in verdict["message"]
     assert not children()  # every worker closed
+
+
+def test_a_provider_this_machine_lacks_is_named_and_falls_back(suite):
+    import dataclasses
+
+    from pytest_ortperf.measuring.recipe import Recipe
+
+    # The baseline as one taken on a CUDA machine would read.
+    path = suite.path / "__ortperf__" / "test_mlp.json"
+    entries = {k: dict(v) for k, v in load_baseline(path).entries.items()}
+    entry = entries["test_mlp::mlp"]
+    recipe = Recipe.from_dict(entry["recipe"])
+    cuda = dataclasses.replace(recipe.session, providers=("CUDAExecutionProvider",))
+    entry["recipe"] = dataclasses.replace(recipe, session=cuda).to_dict()
+    write_baseline(path, entries)
+    check(suite, layers=2)
+    (verdict,) = verdicts(suite.path)
+    assert (
+        f"{FALLBACK}: the baseline's execution provider is not available here ("
+        in (verdict["message"])
+    )
+    assert "CUDAExecutionProvider" in verdict["message"]
+    assert (
+        "changed: session.providers: [CUDAExecutionProvider] -> [CPUExecutionProvider]"
+        in (verdict["message"])
+    )
