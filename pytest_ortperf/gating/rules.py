@@ -412,8 +412,8 @@ def judge_ratio(
     if test.run.dependent:
         advice = UNSTABLE_ADVICE.format(rho=test.run.rho)
         if outcome is Outcome.REGRESSED:
-            halves = _halves(block_ratios, baseline.estimate)
-            if min(halves) <= math.log1p(threshold):
+            halves = _drifted_halves(block_ratios, baseline.estimate, runs, alpha)
+            if halves is not None and min(halves) <= math.log1p(threshold):
                 rule = (
                     f"the measurement's first and second half read "
                     f"{format_change(math.expm1(halves[0]))} and "
@@ -431,14 +431,39 @@ def judge_ratio(
     return downgrade(verdict, rule) if rule else verdict
 
 
-def _halves(block_ratios: Sequence[float], baseline: float) -> tuple[float, float]:
-    """The log-change read by the first and by the second half of a run's blocks."""
+def _drifted_halves(
+    block_ratios: Sequence[float], baseline: float, runs: Sequence[int] | None, alpha: float
+) -> tuple[float, float] | None:
+    """The log-change read by the first and by the second half of a measurement, when
+    they may disagree; None when they agree within the measurement's own spread.
+
+    One session pair: the halves of its blocks (nothing else says how far they may
+    disagree: the dependence that brought the rule here already widened the interval).
+    Several pairs: the mean change of the first and of the second half of the pairs, and
+    only when they differ significantly at ``alpha`` (Welch's t on the pairs' spread
+    within each half): the pairs' spread already carries in the test's interval any drift
+    that moves them, so a near-threshold regression is not muted because one half of its
+    pairs read, by chance, just under the threshold.
+    """
     logs = np.log(_positive(block_ratios, "block ratios"))
-    middle = logs.size // 2
-    return (
-        run_estimate(logs[:middle]).estimate - baseline,
-        run_estimate(logs[middle:]).estimate - baseline,
-    )
+    parts = split_runs(logs, runs, "current")
+    if len(parts) == 1:
+        middle = logs.size // 2
+        return (
+            run_estimate(logs[:middle]).estimate - baseline,
+            run_estimate(logs[middle:]).estimate - baseline,
+        )
+    estimates = np.array([run_estimate(part).estimate for part in parts])
+    first, second = estimates[: estimates.size // 2], estimates[estimates.size // 2 :]
+    halves = (float(first.mean()) - baseline, float(second.mean()) - baseline)
+    if min(first.size, second.size) < 2:
+        return None
+    va, vb = float(np.var(first, ddof=1)) / first.size, float(np.var(second, ddof=1)) / second.size
+    variance, df = satterthwaite([(va, first.size - 1), (vb, second.size - 1)])
+    if variance <= 0:
+        return halves if halves[0] != halves[1] else None
+    significant = t_sf(abs(halves[0] - halves[1]) / math.sqrt(variance), df) < alpha / 2
+    return halves if significant else None
 
 
 def _verdict(
