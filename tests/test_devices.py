@@ -15,8 +15,8 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
+from custom_ops import extensions_library, inverse_model
 from onnx import TensorProto
-from onnx import helper as oh
 
 from pytest_ortperf import models
 from pytest_ortperf.config import MarkerError, marker_providers, missing_providers
@@ -430,27 +430,6 @@ def test_bfloat16_and_float16_end_to_end(pytester, mode):
 
 
 # --------------------------------------------------------------------------- custom ops
-
-
-def inverse_model():
-    model = oh.make_model(
-        oh.make_graph(
-            [oh.make_node("Inverse", ["X"], ["Y"], domain="ai.onnx.contrib")],
-            "inverse",
-            [oh.make_tensor_value_info("X", TensorProto.FLOAT, [3, 3])],
-            [oh.make_tensor_value_info("Y", TensorProto.FLOAT, [3, 3])],
-        ),
-        opset_imports=[oh.make_opsetid("", 18), oh.make_opsetid("ai.onnx.contrib", 1)],
-    )
-    model.ir_version = 9
-    return model
-
-
-def extensions_library():
-    extensions = pytest.importorskip(
-        "onnxruntime_extensions", reason="pip install onnxruntime-extensions (the test extra)"
-    )
-    return extensions.get_library_path()
 
 
 def test_custom_ops_from_onnxruntime_extensions():

@@ -16,7 +16,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import onnx
 import pytest
+from custom_ops import extensions_library, inverse_model
 from procs import children
 
 from pytest_ortperf.gating.baseline import load_baseline, write_baseline
@@ -343,3 +345,105 @@ def test_a_provider_this_machine_lacks_is_named_and_falls_back(suite):
         "changed: session.providers: [CUDAExecutionProvider] -> [CPUExecutionProvider]"
         in (verdict["message"])
     )
+
+
+CUSTOM = """
+import json, pathlib
+import numpy as np
+
+CONF = json.loads(pathlib.Path(__file__).with_name("conf.json").read_text())
+
+
+def test_inverse(ort_session, ortperf):
+    s = ort_session(CONF["model"], custom_ops=[CONF["library"]])
+    x = np.diag(np.array([2.0, 4.0, 8.0], dtype=np.float32))
+    ortperf.latency(s, {"X": x}, name="inverse")
+"""
+
+
+def _build(library: Path, folder: Path, build: str) -> Path:
+    """A build of the real onnxruntime-extensions library: its bytes with a tag appended
+    (another sha256; the dynamic loader ignores what follows the ELF's segments)."""
+    folder.mkdir(parents=True)
+    out = folder / library.name
+    out.write_bytes(library.read_bytes() + f"\0build {build}".encode())
+    return out
+
+
+def test_a_changed_custom_op_library_is_rebuilt_from_the_store_or_named(pytester, monkeypatch):
+    """The baseline's build of a custom-op library is gone from disk (rebuilt since): the
+    baseline's arm registers its old bytes, kept in the artifact store at the update, from
+    the run's scratch space, which the run removes. With those gone too, the check falls
+    back and names the library and how to keep it."""
+    library = Path(extensions_library())
+    scratch = pytester.path / "scratch"
+    monkeypatch.setenv("ORTPERF_SCRATCH", str(scratch))
+    old = _build(library, pytester.path / "old", "1")
+    new = _build(library, pytester.path / "new", "2")
+    model = pytester.path / "inverse.onnx"
+    onnx.save(inverse_model(), str(model))
+    pytester.makepyfile(test_inverse=CUSTOM)
+    configure(pytester.path, model=str(model), library=str(old))
+    pytester.runpytest_subprocess(*RUN, "--ortperf-update").assert_outcomes(passed=1)
+    entry = load_baseline(pytester.path / "__ortperf__" / "test_inverse.json").entries
+    old_sha = entry["test_inverse::inverse"]["recipe"]["custom_ops"][0]["sha256"]
+    old.unlink()  # only the artifact store has the baseline's build now
+
+    def checked() -> str:
+        configure(pytester.path, model=str(model), library=str(new))
+        out = pytester.path / "out.json"
+        pytester.runpytest_subprocess(*RUN, "--ortperf", f"--ortperf-json={out}")
+        (verdict,) = verdicts(pytester.path)
+        assert not list(scratch.glob("run-*"))  # the run's scratch space went with it
+        return str(verdict["message"])
+
+    message = checked()
+    assert BESIDE in message and "run beside it now" in message, message
+    assert f"changed: custom_ops: {library.name} (sha256 {old_sha[:12]}) -> " in message
+
+    ArtifactStore(pytester.path / ".ortperf" / "artifacts").path_for(old_sha).unlink()
+    message = checked()
+    assert BESIDE not in message
+    assert (
+        f"{FALLBACK}: the baseline's custom-op library {library.name} (sha256 "
+        f"{old_sha[:12]}) changed since and its old build is not in the artifact store"
+    ) in message, message
+    assert ".ortperf/artifacts in the CI cache, or $ORTPERF_ARTIFACTS" in message
+
+
+BOUND = """
+import json, pathlib
+from pytest_ortperf import models
+
+CONF = json.loads(pathlib.Path(__file__).with_name("conf.json").read_text())
+
+
+def test_mlp(ort_session, ort_feeds, ort_binding, ortperf):
+    s = ort_session(models.control(batch=16, width=128, layers=CONF.get("layers", 2)))
+    binding = ort_binding(s, ort_feeds(s), run_options=CONF.get("run_options"))
+    ortperf.latency(binding, name="mlp")
+"""
+
+
+def test_a_binding_is_judged_beside_the_baseline_s_model(pytester):
+    """``ort_binding(session, feeds)`` as made by default is the session and feeds timed
+    through ``iobinding``: its recipe is kept, and a slowed model is caught beside."""
+    pytester.makepyfile(test_mlp=BOUND)
+    configure(pytester.path, layers=2)
+    pytester.runpytest(*RUN, "--ortperf-update").assert_outcomes(passed=1)
+    assert entry_of(pytester.path)["recipe"]["model"]["sha256"]
+    result = check(pytester, layers=8)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([f"*FAIL latency: latency +*{BESIDE}*), run beside it now *"])
+    (record,) = json.loads((pytester.path / "out.json").read_text())["results"]
+    assert record["api"] == "iobinding"
+
+
+def test_a_binding_with_run_options_keeps_today_s_modes(pytester):
+    """Run options change how the binding runs, and the rebuilt arm would not carry them."""
+    pytester.makepyfile(test_mlp=BOUND)
+    configure(
+        pytester.path, layers=2, run_options={"memory.enable_memory_arena_shrinkage": "cpu:0"}
+    )
+    pytester.runpytest(*RUN, "--ortperf-update").assert_outcomes(passed=1)
+    assert "recipe" not in entry_of(pytester.path)

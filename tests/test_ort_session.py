@@ -163,6 +163,16 @@ def test_binding_rejects_missing_feeds_and_bad_device():
         OrtBinding(s, make_feeds(input_specs(s.sess), dims={"N": 1}), device="cuda")
 
 
+def test_a_binding_is_plain_only_as_iobinding_would_make_it():
+    """Plain: what api="iobinding" binds of the session and feeds, so a check beside the
+    baseline's model may rebuild it; run options change how it runs."""
+    s = OrtSession.create(models.linear_regression())
+    feeds = make_feeds(input_specs(s.sess), dims={"N": 1})
+    assert OrtBinding(s, feeds).plain and OrtBinding(s, feeds, device="cpu").plain
+    options = {"memory.enable_memory_arena_shrinkage": "cpu:0"}
+    assert not OrtBinding(s, feeds, run_options=options).plain
+
+
 def test_a_binding_call_keeps_its_inputs_alive() -> None:
     # The timed call of an IOBinding may outlive the OrtBinding and the feeds it was made
     # from (the control workload keeps only its call): the bound OrtValues share the numpy

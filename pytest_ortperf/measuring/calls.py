@@ -169,7 +169,12 @@ class OrtBinding:
         device_id: int = 0,
         run_options: ort.RunOptions | Mapping[str, str] | None = None,
     ) -> None:
-        device = device_for(session.sess.get_providers()) if device is None else device
+        natural = device_for(session.sess.get_providers())
+        self.plain = device in (None, natural) and device_id == 0 and run_options is None
+        """Whether this is the binding ``api="iobinding"`` makes of the session and feeds
+        (the session's device, device 0, no run options): what a check beside the
+        baseline's model may rebuild from them."""
+        device = natural if device is None else device
         check_device(session, device)
         if not isinstance(device_id, int) or isinstance(device_id, bool) or device_id < 0:
             raise ValueError(f"device_id must be a non-negative integer, got {device_id!r}")

@@ -8,13 +8,16 @@ the model measured interleaved. At a check (:func:`judged_beside`), by the recip
 - identical to the baseline's: ``unchanged``, measured as usual for history (or, with
   ``--ortperf-skip-unchanged``, run once and not measured) and never failed;
 - changed, and the baseline's session can be rebuilt (its model's bytes in the artifact
-  store, the same custom-op libraries, its providers available): today's session measured
-  interleaved with it, the ratio judged; where the baseline ran on another onnxruntime, its
-  arm runs in a worker of that version and today's in a worker of this one
-  (:mod:`pytest_ortperf.recorder.beside_remote`);
+  store, and its custom-op libraries: today's where their hashes match, else the
+  baseline's own builds from the artifact store; its providers available): today's
+  session measured interleaved with it, the ratio judged; where the baseline ran on
+  another onnxruntime, its arm runs in a worker of that version and today's in a worker
+  of this one (:mod:`pytest_ortperf.recorder.beside_remote`);
 - else: today's mode (normalized or absolute), its verdict naming what was missing.
 
-Only a local ``OrtSession`` measured by the real engine has a recipe: a binding, or an
+Only a local ``OrtSession`` measured by the real engine has a recipe, and a binding of
+one as ``ort_binding`` makes it by default (its session and feeds, timed through
+``iobinding``): a binding on another device or with run options, a remote session, or an
 engine that injects its figures (``ScriptedEngine``), keeps today's modes.
 """
 
@@ -24,6 +27,7 @@ import dataclasses
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_ortperf.gating.baseline_schema import RECIPE
@@ -38,6 +42,7 @@ from pytest_ortperf.gating.beside import (
     unchanged_verdict,
 )
 from pytest_ortperf.gating.gate import Decision
+from pytest_ortperf.measuring.calls import OrtBinding
 from pytest_ortperf.measuring.engine import Engine, StopRule, TimingEngine, smoke
 from pytest_ortperf.measuring.records import latency_result, merge_runs
 from pytest_ortperf.measuring.session import OrtSession, ProviderUnavailable
@@ -49,7 +54,7 @@ from pytest_ortperf.recorder.targets import Feeds, Target, calls, session_info
 from pytest_ortperf.results import Comparison, LatencyResult, Verdict
 
 if TYPE_CHECKING:
-    from pytest_ortperf.measuring.recipe import Recipe
+    from pytest_ortperf.measuring.recipe import CustomOpsLibrary, Recipe
 
 
 def applies(ctx: Context, target: Target) -> bool:
@@ -57,9 +62,17 @@ def applies(ctx: Context, target: Target) -> bool:
     return (
         ctx.beside is not None
         and ctx.measured
-        and type(target) is OrtSession
+        and (type(target) is OrtSession or (type(target) is OrtBinding and target.plain))
         and isinstance(ctx.engine, Engine)
     )
+
+
+def unbound(target: Target, feeds: Feeds | None) -> tuple[OrtSession, Feeds | None]:
+    """The session and feeds a target is judged by: a plain binding's (:attr:`OrtBinding.
+    plain`, timed through ``iobinding``, which binds them the same way) or the session's."""
+    if isinstance(target, OrtBinding):
+        return target.session, target.feeds
+    return target, feeds
 
 
 # --------------------------------------------------------------------------- update
@@ -145,6 +158,8 @@ class Plan:
     model_sha256: str = ""
     changed: tuple[str, ...] = ()
     reason: str = ""
+    libraries: tuple[str, ...] = ()
+    """The custom-op libraries of the baseline's arm in a worker (``remote``)."""
 
     def side_by_side(
         self,
@@ -166,7 +181,9 @@ class Plan:
         from pytest_ortperf.recorder.beside_remote import remote_side_by_side
 
         try:
-            return remote_side_by_side(ctx, self.remote, self.data, session, feeds, api, name, aa)
+            return remote_side_by_side(
+                ctx, self.remote, self.data, self.libraries, session, feeds, api, name, aa
+            )
         except Exception as exc:  # an environment not made, a worker that failed
             return (
                 f"the baseline's {self.remote.onnxruntime} could not run its model here "
@@ -193,20 +210,22 @@ def plan(
     if now.digest == before.digest:
         return Plan(unchanged=True)
     changed = tuple(str(d) for d in before.differences(now))
-    reason = _cannot_rebuild(before, now)
-    if reason is None:
-        try:
-            if before.onnxruntime != now.onnxruntime:  # run in a worker of that version
-                data = _artifact(ctx, before)
-                return Plan(remote=before, data=data, model_sha256=before.model_sha256,
-                            changed=changed)  # fmt: skip
-            baseline = _rebuilt(ctx, before, session)
-        except Exception as exc:  # an artifact missing or damaged, a session ORT refuses
-            reason = _describe(exc)
-            if not isinstance(exc, ArtifactMissing):  # damage is said even where it passes
-                warnings.warn(ArtifactWarning(f"{name}: {reason}"), stacklevel=6)
-        else:
-            return Plan(baseline=baseline, model_sha256=before.model_sha256, changed=changed)
+    try:
+        libraries = baseline_libraries(ctx, before, now, session)
+        if before.onnxruntime != now.onnxruntime:  # run in a worker of that version
+            data = _artifact(ctx, before)
+            return Plan(remote=before, data=data, model_sha256=before.model_sha256,
+                        changed=changed, libraries=libraries)  # fmt: skip
+        baseline = _rebuilt(ctx, before, session, libraries)
+    except Exception as exc:  # an artifact missing or damaged, a session ORT refuses
+        reason = _describe(exc)
+        missing = isinstance(exc, ArtifactMissing) or (
+            isinstance(exc, LibraryUnavailable) and exc.missing
+        )
+        if not missing:  # damage is said even where it passes
+            warnings.warn(ArtifactWarning(f"{name}: {reason}"), stacklevel=6)
+    else:
+        return Plan(baseline=baseline, model_sha256=before.model_sha256, changed=changed)
     return Plan(reason=f"{reason}; changed: {', '.join(changed)}")
 
 
@@ -316,19 +335,85 @@ def _fallback(
     return Judged(Decision(decision.record, verdicts, decision.first), {MODE: mode})
 
 
-def _cannot_rebuild(before: Recipe, now: Recipe) -> str | None:
-    """Why the baseline's session cannot be rebuilt, before reading any artifact."""
-    if before.custom_ops != now.custom_ops:
-        return (
-            "a custom-op library changed since the baseline and its old build is not "
-            "rebuilt (not done yet)"
-        )
-    return None
+class LibraryUnavailable(Exception):
+    """The baseline's build of a custom-op library cannot be read back (``missing``: the
+    artifact store holds none; else it is damaged); the message names the library."""
+
+    def __init__(self, message: str, *, missing: bool) -> None:
+        super().__init__(message)
+        self.missing = missing
+
+
+def baseline_libraries(
+    ctx: Context, before: Recipe, now: Recipe, today: OrtSession
+) -> tuple[str, ...]:
+    """The custom-op libraries the baseline's session registers, in its order: today's
+    file where its hash is one of the baseline's, else the baseline's own build, kept in
+    the artifact store at the update and written into this run's scratch space (removed at
+    exit; ORT loads a library by path). Raises :class:`LibraryUnavailable` naming a build
+    that cannot be read back."""
+    from pytest_ortperf.store.errors import StoreError
+
+    if before.custom_ops == now.custom_ops:
+        return today.settings.custom_ops
+    todays = {c.sha256: p for c, p in zip(now.custom_ops, today.settings.custom_ops, strict=True)}
+    paths = []
+    for library in before.custom_ops:
+        if library.sha256 in todays:
+            paths.append(todays[library.sha256])
+            continue
+        try:
+            paths.append(_written_back(ctx, library))
+        except (StoreError, OSError) as exc:
+            raise LibraryUnavailable(
+                f"the baseline's {_named(library)} changed since and its old build could not "
+                f"be read back ({type(exc).__name__}: {exc}), so the baseline's session "
+                "cannot be rebuilt",
+                missing=False,
+            ) from None
+    return tuple(paths)
+
+
+def _named(library: CustomOpsLibrary) -> str:
+    return f"custom-op library {library.name or '?'} (sha256 {library.sha256[:12]})"
+
+
+def _written_back(ctx: Context, library: CustomOpsLibrary) -> str:
+    """The path of ``library``'s build from the artifact store, in the scratch space."""
+    from pytest_ortperf import scratch
+    from pytest_ortperf.files import replacing
+    from pytest_ortperf.store.artifacts import ArtifactError, ArtifactMissing
+
+    assert ctx.beside is not None
+    try:
+        data = ctx.beside.store().get(library.sha256)
+    except ArtifactError as exc:
+        gone = isinstance(exc, ArtifactMissing)
+        state = "not in the artifact store" if gone else "unusable"
+        raise LibraryUnavailable(
+            f"the baseline's {_named(library)} changed since and its old build is {state} "
+            f"({exc}), so the baseline's session cannot be rebuilt",
+            missing=gone,
+        ) from None
+    # The name comes from the baseline file: only its last part, never a path elsewhere.
+    name = Path(library.name).name
+    path = (
+        scratch.run_dir()
+        / "custom-ops"
+        / library.sha256
+        / (name if name not in ("", ".", "..") else "library")
+    )
+    if not path.is_file() or path.stat().st_size != len(data):
+        with replacing(path) as tmp:
+            tmp.write_bytes(data)
+    return str(path)
 
 
 def _describe(exc: BaseException) -> str:
     from pytest_ortperf.store.artifacts import ArtifactCorrupt, ArtifactMissing
 
+    if isinstance(exc, LibraryUnavailable):
+        return f"{exc}; {KEEP_ARTIFACTS}" if exc.missing else str(exc)
     if isinstance(exc, ArtifactMissing):
         return f"the baseline's model is missing: {exc}; {KEEP_ARTIFACTS}"
     if isinstance(exc, ArtifactCorrupt):
@@ -344,10 +429,12 @@ def _artifact(ctx: Context, before: Recipe) -> bytes:
     return ctx.beside.store().get(before.model_sha256, size=before.model_size)
 
 
-def _rebuilt(ctx: Context, before: Recipe, today: OrtSession) -> OrtSession:
+def _rebuilt(
+    ctx: Context, before: Recipe, today: OrtSession, libraries: tuple[str, ...]
+) -> OrtSession:
     """The baseline's session: its model's bytes from the artifact store with its
-    settings (custom-op libraries: today's, whose hashes match)."""
+    settings and custom-op ``libraries`` (:func:`baseline_libraries`)."""
     data = _artifact(ctx, before)
     keywords = before.session.keywords()
     label = f"baseline:{before.model_name or today.label}"
-    return OrtSession.create(data, name=label, custom_ops=today.settings.custom_ops, **keywords)
+    return OrtSession.create(data, name=label, custom_ops=libraries, **keywords)

@@ -33,16 +33,18 @@ def remote_side_by_side(
     ctx: Context,
     before: Recipe,
     data: bytes,
+    libraries: tuple[str, ...],
     session: OrtSession,
     feeds: Feeds | None,
     api: str,
     name: str,
     aa: Mapping[str, Any],
 ) -> Decision[Comparison]:
-    """Today's session and the baseline's (``data``, with the baseline's settings, on its
-    ``before.onnxruntime``), each in a worker, measured interleaved through the gate's
-    procedure and judged against the A/A baseline ``aa``. Raises what setting up the
-    environment or a worker raises (the caller falls back, naming it)."""
+    """Today's session and the baseline's (``data``, with the baseline's settings and
+    custom-op ``libraries``, on its ``before.onnxruntime``), each in a worker, measured
+    interleaved through the gate's procedure and judged against the A/A baseline ``aa``.
+    Raises what setting up the environment or a worker raises (the caller falls back,
+    naming it)."""
     from pytest_ortperf.remote.interleave import start_sessions
     from pytest_ortperf.remote.sessions import RemoteEnvironment, RemoteSession
 
@@ -53,7 +55,7 @@ def remote_side_by_side(
         old, now = envs
         reference = old.session(
             data, name=f"baseline:{before.model_name or session.label}",
-            custom_ops=session.settings.custom_ops, **before.session.keywords(),
+            custom_ops=libraries, **before.session.keywords(),
         )  # fmt: skip
         candidate = now.session(
             session.model_bytes, name=session.label, **session.settings.keywords()

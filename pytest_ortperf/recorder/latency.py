@@ -13,7 +13,13 @@ from pytest_ortperf.measuring.calls import hide_rejected
 from pytest_ortperf.measuring.engine import StopRule, TimingEngine, smoke
 from pytest_ortperf.measuring.outputs import verify_outputs
 from pytest_ortperf.measuring.session import OrtSession, watches_cpu
-from pytest_ortperf.recorder.beside import applies, candidate_beside, judged_beside, kept
+from pytest_ortperf.recorder.beside import (
+    applies,
+    candidate_beside,
+    judged_beside,
+    kept,
+    unbound,
+)
 from pytest_ortperf.recorder.budgets import budgets_of, judged, latency_blocks
 from pytest_ortperf.recorder.context import Context
 from pytest_ortperf.recorder.deciding import Measure, decide, judge_ab
@@ -94,9 +100,9 @@ def _decided(
     if not applies(ctx, target):
         decision = decide(ctx, measure, entry)
         return decision, decision.extra
-    assert isinstance(target, OrtSession)
+    session, feeds = unbound(target, feeds)
     if ctx.gate is not None:
-        found = judged_beside(ctx, target, feeds, api, name, entry, measure)
+        found = judged_beside(ctx, session, feeds, api, name, entry, measure)
         if found is not None:
             return found.decision, found.extra
         decision = decide(ctx, measure, entry)
@@ -104,7 +110,7 @@ def _decided(
     decision = decide(ctx, measure, entry)
     if ctx.baseline_runs <= 1:  # not a baseline: nothing to keep
         return decision, decision.extra
-    return decision, {**decision.extra, **kept(ctx, target, feeds, api, name)}
+    return decision, {**decision.extra, **kept(ctx, session, feeds, api, name)}
 
 
 def check_max_slowdown(max_slowdown: float | None) -> None:
