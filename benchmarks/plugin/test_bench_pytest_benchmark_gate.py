@@ -36,8 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from pytest_ortperf.stats import wilson_interval
+from test_gate_quality import _env_int, _rate, pads_nearest
 
 PB_TEST = """\
 import os
@@ -61,17 +60,6 @@ def test_attention(benchmark):
 
 FAIL_WORDS = "Performance has regressed"
 TARGETS = (0.06, 0.11, 1.0)
-
-
-def _env_int(name: str, default: int) -> int:
-    return max(int(os.environ.get(name, str(default))), 0)
-
-
-def _rate(k: int, n: int) -> str:
-    if n == 0:
-        return "-"
-    low, high = wilson_interval(k, n)
-    return f"{k}/{n} {k / n:.1%} [{low:.1%}, {high:.1%}]"
 
 
 def _pytest(directory: Path, storage: Path, pad: int, *extra: str) -> tuple[int, str, float]:
@@ -108,7 +96,6 @@ def test_pytest_benchmark_gate(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     from noise import noisy_neighbours
-    from test_gate_quality import pads_nearest
 
     from pytest_ortperf.state import STATE_KEY
 

@@ -337,10 +337,15 @@ def _fallback(
 
 class LibraryUnavailable(Exception):
     """The baseline's build of a custom-op library cannot be read back (``missing``: the
-    artifact store holds none; else it is damaged); the message names the library."""
+    artifact store holds none; else it is damaged or unreadable); the message names the
+    library."""
 
-    def __init__(self, message: str, *, missing: bool) -> None:
-        super().__init__(message)
+    def __init__(self, library: CustomOpsLibrary, how: str, why: object, *, missing: bool) -> None:
+        super().__init__(
+            f"the baseline's custom-op library {library.name or '?'} (sha256 "
+            f"{library.sha256[:12]}) changed since and its old build {how} ({why}), so the "
+            "baseline's session cannot be rebuilt"
+        )
         self.missing = missing
 
 
@@ -352,30 +357,10 @@ def baseline_libraries(
     the artifact store at the update and written into this run's scratch space (removed at
     exit; ORT loads a library by path). Raises :class:`LibraryUnavailable` naming a build
     that cannot be read back."""
-    from pytest_ortperf.store.errors import StoreError
-
     if before.custom_ops == now.custom_ops:
         return today.settings.custom_ops
     todays = {c.sha256: p for c, p in zip(now.custom_ops, today.settings.custom_ops, strict=True)}
-    paths = []
-    for library in before.custom_ops:
-        if library.sha256 in todays:
-            paths.append(todays[library.sha256])
-            continue
-        try:
-            paths.append(_written_back(ctx, library))
-        except (StoreError, OSError) as exc:
-            raise LibraryUnavailable(
-                f"the baseline's {_named(library)} changed since and its old build could not "
-                f"be read back ({type(exc).__name__}: {exc}), so the baseline's session "
-                "cannot be rebuilt",
-                missing=False,
-            ) from None
-    return tuple(paths)
-
-
-def _named(library: CustomOpsLibrary) -> str:
-    return f"custom-op library {library.name or '?'} (sha256 {library.sha256[:12]})"
+    return tuple(todays.get(c.sha256) or _written_back(ctx, c) for c in before.custom_ops)
 
 
 def _written_back(ctx: Context, library: CustomOpsLibrary) -> str:
@@ -383,29 +368,29 @@ def _written_back(ctx: Context, library: CustomOpsLibrary) -> str:
     from pytest_ortperf import scratch
     from pytest_ortperf.files import replacing
     from pytest_ortperf.store.artifacts import ArtifactError, ArtifactMissing
+    from pytest_ortperf.store.errors import StoreError
 
     assert ctx.beside is not None
-    try:
-        data = ctx.beside.store().get(library.sha256)
-    except ArtifactError as exc:
-        gone = isinstance(exc, ArtifactMissing)
-        state = "not in the artifact store" if gone else "unusable"
-        raise LibraryUnavailable(
-            f"the baseline's {_named(library)} changed since and its old build is {state} "
-            f"({exc}), so the baseline's session cannot be rebuilt",
-            missing=gone,
-        ) from None
     # The name comes from the baseline file: only its last part, never a path elsewhere.
     name = Path(library.name).name
-    path = (
-        scratch.run_dir()
-        / "custom-ops"
-        / library.sha256
-        / (name if name not in ("", ".", "..") else "library")
-    )
-    if not path.is_file() or path.stat().st_size != len(data):
-        with replacing(path) as tmp:
-            tmp.write_bytes(data)
+    try:
+        data = ctx.beside.store().get(library.sha256)
+        path = (
+            scratch.run_dir()
+            / "custom-ops"
+            / library.sha256
+            / (name if name not in ("", ".", "..") else "library")
+        )
+        if not path.is_file() or path.stat().st_size != len(data):
+            with replacing(path) as tmp:
+                tmp.write_bytes(data)
+    except ArtifactError as exc:
+        gone = isinstance(exc, ArtifactMissing)
+        how = "is not in the artifact store" if gone else "is unusable"
+        raise LibraryUnavailable(library, how, exc, missing=gone) from None
+    except (StoreError, OSError) as exc:
+        why = f"{type(exc).__name__}: {exc}"
+        raise LibraryUnavailable(library, "could not be read back", why, missing=False) from None
     return str(path)
 
 
