@@ -241,12 +241,15 @@ class Gate:
         (the test's own, then fresh ones), each with its share of the budget, so the
         verdict holds the check's own between-pair spread. While the verdict is undecided
         (:func:`undecided`: inconclusive, or its interval straddles the threshold) it adds
-        pairs, up to :data:`EXTEND_BUDGETS` budgets. A verdict that would fail the test is
-        measured again on fresh pairs, :data:`CONFIRM_BUDGET_FACTOR` times the budget at
-        first, extended the same way, and that measurement decides. Each of its
-        :data:`CONFIRM_LOOKS` looks is judged at ``alpha / CONFIRM_LOOKS``: a false alarm
-        needs one of them to fail, so the procedure's false-alarm rate is at most
-        ``alpha`` however many looks the first measurement took.
+        pairs, up to :data:`EXTEND_BUDGETS` budgets. A verdict that would fail the test,
+        or one still undecided there, is measured on :data:`CONFIRM_BUDGET_FACTOR` times the
+        budget of fresh pairs more, extended the same way while the pooled verdict is
+        undecided (at most :data:`EXTEND_BUDGETS` budgets more), and :func:`confirmed`
+        decides: the pooled pairs say how large the change is, the fresh ones alone must
+        show the slowdown. Each of the second measurement's :data:`CONFIRM_LOOKS` looks is
+        judged at ``alpha / CONFIRM_LOOKS``: a false alarm needs the fresh pairs alone to
+        read a significant slowdown at one of them, so the procedure's false-alarm rate is
+        at most ``alpha`` however many looks the first measurement took.
         """
         started = self.clock()
         if ratio_baseline_of(entry) is None:  # new, absolute, ...: nothing to pair against
@@ -254,27 +257,33 @@ class Gate:
             return Decision(first, self._timed(self.judge(first.to_dict(), entry), started, 1))
         per_pair = engine.scaled(1.0 / CHECK_PAIRS)
         first_stop = self.stop_rule(entry, may_reject=True)
-        record, verdicts, pairs = self._until_decided(
-            measure, per_pair, first_stop, self.judge, entry, merge, [], step=1
+        parts: list[R] = []
+        record, verdicts = self._until_decided(
+            measure, per_pair, first_stop, self.judge, entry, merge, parts, step=1
         )
-        verdicts = self._timed(verdicts, started, pairs)
-        if not (self.settings.confirm and self._would_fail(verdicts)):
-            return Decision(record, verdicts)
-        started = self.clock()
-        sharper = self.at_alpha(self.settings.alpha / CONFIRM_LOOKS)
+        settings = self.settings
+        unsettled = any(undecided(v) for v in verdicts)  # at the cap, still undecided
+        if not (settings.confirm and (self._would_fail(verdicts) or unsettled)):
+            return Decision(record, self._timed(verdicts, started, len(parts)))
+        sharper = self.at_alpha(settings.alpha / CONFIRM_LOOKS)
         confirm = sharper.stop_rule(entry, may_reject=False)
-        fresh = engine.scaled(1.0 / CHECK_PAIRS)  # a measurement of its own
-        opening = [
-            measure(fresh, confirm, True) for _ in range(round(CHECK_PAIRS * CONFIRM_BUDGET_FACTOR))
+        second = engine.scaled(1.0 / CHECK_PAIRS)  # a measurement of its own
+        fresh = [
+            measure(second, confirm, True)
+            for _ in range(round(CHECK_PAIRS * CONFIRM_BUDGET_FACTOR))
         ]
-        second, again, pairs = self._until_decided(
-            measure, fresh, confirm, sharper.judge, entry, merge, opening, step=CHECK_PAIRS
-        )
-        again = [
+        pooled, together = self._until_decided(
+            measure, second, confirm, sharper.judge, entry, merge, fresh, step=CHECK_PAIRS,
+            before=parts,
+        )  # fmt: skip
+        alone = merge(fresh)
+        final, shown = confirmed(together, sharper.judge(alone.to_dict(), entry), len(fresh))
+        kept = pooled if shown else alone
+        final = [
             v if v.metric == "structure" else dataclasses.replace(v, looks=CONFIRM_LOOKS)
-            for v in again
+            for v in final
         ]
-        return Decision(second, self._timed(again, started, pairs), verdicts)
+        return Decision(kept, self._timed(final, started, len(parts) + len(fresh)), verdicts)
 
     def _until_decided(
         self,
@@ -287,19 +296,21 @@ class Gate:
         parts: list[R],
         *,
         step: int,
-    ) -> tuple[R, list[Verdict], int]:
+        before: Sequence[R] = (),
+    ) -> tuple[R, list[Verdict]]:
         """``parts`` (none: the first pair is the test's own sessions, every other one
         fresh) extended to at least :data:`CHECK_PAIRS` session pairs, then by ``step``
-        pairs while ``judge`` finds it :func:`undecided`, up to :data:`EXTEND_BUDGETS`
-        budgets: the merged record, its verdicts and its number of pairs."""
+        pairs while ``judge`` finds ``before`` and ``parts`` together :func:`undecided`, up
+        to :data:`EXTEND_BUDGETS` budgets of ``parts``: the merged record and its verdicts
+        (``parts`` grows in place)."""
         most = round(CHECK_PAIRS * EXTEND_BUDGETS)
         while True:
             while len(parts) < CHECK_PAIRS:
                 parts.append(measure(per_pair, stop, bool(parts)))
-            record = merge(parts)
+            record = merge(list(before) + parts)
             verdicts = judge(record.to_dict(), entry)
             if len(parts) >= most or not any(undecided(v) for v in verdicts):
-                return record, verdicts, len(parts)
+                return record, verdicts
             parts.extend(measure(per_pair, stop, True) for _ in range(step))
 
     def at_alpha(self, alpha: float) -> Gate:
@@ -331,6 +342,48 @@ class Gate:
         ]
 
 
+def confirmed(
+    pooled: Sequence[Verdict], fresh: Sequence[Verdict], pairs: int
+) -> tuple[list[Verdict], bool]:
+    """The verdicts of a second measurement (:meth:`Gate.decide`) and whether they are the
+    pooled ones. The first measurement's session pairs and the ``pairs`` fresh ones judged
+    together say how large the change is; each verdict adds what the fresh pairs alone
+    read. Where a pooled regression is not a significant slowdown of the fresh pairs alone
+    (their lower bound not above 0), their verdicts are the answer instead: a slowdown the
+    first measurement read by chance (an odd session pair) is not confirmed."""
+    alone = {v.metric: v for v in fresh}
+
+    def unshown(verdict: Verdict) -> bool:
+        own = alone.get(verdict.metric)
+        return verdict.outcome is Outcome.REGRESSED and own is not None and not own.low > 0
+
+    timing = [v for v in pooled if v.metric != "structure" and v.metric in alone]
+    if not any(unshown(v) for v in timing):
+        return [
+            v if v not in timing else dataclasses.replace(v, message=v.message + (
+                f"; the first measurement pooled with {pairs} fresh session pairs, which "
+                f"alone read {format_change(alone[v.metric].change)} "
+                f"{format_interval(alone[v.metric].low, alone[v.metric].high)}"
+            ))
+            for v in pooled
+        ], True  # fmt: skip
+    verdicts = []
+    for verdict in pooled:
+        if verdict not in timing:
+            verdicts.append(verdict)
+            continue
+        own = alone[verdict.metric]
+        note = (
+            f"; pooled with the first measurement it read {format_change(verdict.change)} "
+            f"{format_interval(verdict.low, verdict.high)} -> regressed, a slowdown its "
+            f"{pairs} fresh session pairs alone do not show"
+        )
+        verdicts.append(
+            dataclasses.replace(own, message=own.message + note) if unshown(verdict) else own
+        )
+    return verdicts, False
+
+
 class GateFailure(Exception):
     """A measurement failed its gate (or its baseline could not be read)."""
 
@@ -345,8 +398,8 @@ def first_note(first: Sequence[Verdict], verdicts: Sequence[Verdict]) -> str:
         if v.metric != "structure" and by_metric.get(v.metric) is not None
     ]
     return (
-        "the verdict of a second measurement on fresh session pairs; the first read "
-        + "; ".join(parts)
+        "the verdict of the first measurement pooled with a second on fresh session pairs; "
+        "the first alone read " + "; ".join(parts)
     )
 
 
