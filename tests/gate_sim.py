@@ -281,3 +281,8 @@ STRESS = {
 """Process-level effects beyond the 0.25% the procedure allows for (the development VM
 measured 0.37%): what a gate whose baselines share one process cannot see. Reported in the
 benchmark's table, not held to the targets."""
+
+BUSY = Scenario("busy", between=0.03, sigma=0.04)
+"""Roughly what two noisy neighbours (one spinning, one streaming memory) did to the
+attention block's checks on the 2-core development VM: 15 session pairs read intervals
+about +-3.5% wide at alpha/4."""

@@ -131,8 +131,8 @@ def test_regression_fails_after_a_confirming_remeasure(suite):
             "*FAIL ratio: ratio 0.990 vs baseline 0.900 (10 runs, 250 blocks): +10.0% [[]+9.*%, "
             "+1*.*%[]] 99.5% CI, threshold 5%*-> regressed*",
             "*structure: structure unchanged*",
-            "*(the verdict of the first measurement pooled with a second on fresh session "
-            "pairs; the first alone read ratio +10.0% [[]*[]] -> regressed)*",
+            "*(the verdict of a second measurement on fresh session pairs, pooled with the "
+            "first where they confirm it; the first alone read ratio +10.0% [[]*[]] -> regressed)*",
             "*--ortperf-update*",
         ]
     )
@@ -146,6 +146,22 @@ def test_unconfirmed_regression_passes(suite):
     result = suite.runpytest(*RUN, "--ortperf")
     result.assert_outcomes(passed=2)
     assert result.stdout.str().count("('scaled', 0.3333333333333333)") == 2  # confirmed
+
+
+def test_a_second_measurement_is_pooled_with_the_first(suite):
+    # The first measurement reads +10%, the fresh pairs +4.6%: a significant slowdown
+    # that alone reads under the threshold. Pooled (3 pairs at +10%, then the fresh ones
+    # extended while the pooled interval holds 5%), it is past it: the test fails.
+    take_baseline(suite)
+    write_script(suite, compare=[blocks(0.99), blocks(0.9 * 1.046)])
+    result = suite.runpytest(*RUN, "--ortperf")
+    result.assert_outcomes(failed=1, passed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*FAIL ratio: *-> regressed; the first measurement pooled with * fresh session "
+            "pairs, which alone read +4.6% [[]*[]]; measured in * over * session pairs",
+        ]
+    )
 
 
 def test_improvement_passes_with_a_hint(suite):

@@ -128,8 +128,8 @@ def test_report_json_and_markdown_of_a_failing_run(
     # A regression is confirmed by a second measurement, pooled with the first.
     result.stdout.fnmatch_lines(
         [
-            "*(the verdict of the first measurement pooled with a second on fresh session "
-            "pairs; the first alone read ratio +10.0% [[]*] -> regressed)"
+            "*(the verdict of a second measurement on fresh session pairs, pooled with the "
+            "first where they confirm it; the first alone read ratio +10.0% [[]*] -> regressed)"
         ]
     )
     page = (regressed.path / "out" / "report.html").read_text().replace("<wbr>", "")

@@ -79,14 +79,15 @@ class Baselines:
 
 
 CONFIRM_BUDGET_FACTOR = 2.0
-"""A confirming measurement starts on this many times :data:`CHECK_PAIRS` fresh session
+"""A second measurement starts on this many times :data:`CHECK_PAIRS` fresh session
 pairs, each with the same share of the budget as the first's."""
 EXTEND_BUDGETS = 5.0
-"""An undecided measurement (:func:`undecided`), the first or the confirming one, adds
-session pairs until its verdict is clear or it has spent this many budgets (15 pairs)."""
+"""An undecided measurement (:func:`undecided`: the first alone, the second pooled with
+the first) adds session pairs until its verdict is clear or it has spent this many
+budgets (15 pairs of its own: at most 30 pooled)."""
 CONFIRM_LOOKS = 1 + round(CHECK_PAIRS * (EXTEND_BUDGETS - CONFIRM_BUDGET_FACTOR)) // CHECK_PAIRS
-"""Looks a confirming measurement may take (at 6, 9, 12 and 15 pairs): each is judged at
-``alpha / CONFIRM_LOOKS``, so that all of them together alarm at most ``alpha``."""
+"""Looks a second measurement may take (at 6, 9, 12 and 15 fresh pairs): each is judged
+at ``alpha / CONFIRM_LOOKS``, so that all of them together alarm at most ``alpha``."""
 
 
 def undecided(verdict: Verdict) -> bool:
@@ -109,9 +110,10 @@ def undecided(verdict: Verdict) -> bool:
 
 @dataclass(frozen=True)
 class Decision(Generic[R]):
-    """What the gate decided about one measurement: the record it kept (the confirming
-    one when there was a confirmation), its verdicts, and the first measurement's verdicts
-    when a confirmation replaced them."""
+    """What the gate decided about one measurement: the record it kept (after a second
+    measurement, the first's pairs pooled with the fresh ones, or the fresh ones alone
+    where their verdict is the answer: :func:`confirmed`), its verdicts, and the first
+    measurement's verdicts when a second measurement replaced them."""
 
     record: R
     verdicts: list[Verdict]
@@ -161,11 +163,12 @@ def blind_baseline_message(name: str, detects: float, threshold: float, runs: in
 class Gate:
     """Judges the measurements of one test against its module's baseline file.
 
-    The procedure (README, "Gating"; :meth:`decide`): a first measurement over several
-    session pairs, extended while undecided; only a verdict that would fail the test is
-    measured again on fresh pairs, extended the same way, and that second measurement
-    decides. A false alarm needs one of its :data:`CONFIRM_LOOKS` looks to fail, each
-    judged at ``alpha / CONFIRM_LOOKS``: the whole procedure's false-alarm rate is at most
+    The procedure (docs, "How the gate decides"; :meth:`decide`): a first measurement over
+    several session pairs, extended while undecided; a verdict that would fail the test, or
+    one still undecided, is measured again on fresh pairs, pooled with the first and
+    extended the same way, and a regression stands only where the fresh pairs alone read
+    a significant slowdown at one of :data:`CONFIRM_LOOKS` looks, each judged at ``alpha /
+    CONFIRM_LOOKS``: the whole procedure's false-alarm rate at no change is at most
     ``alpha``, whatever the first measurement's looks spent.
     """
 
@@ -196,7 +199,7 @@ class Gate:
     def stop_rule(self, entry: Mapping[str, Any] | None, *, may_reject: bool) -> StopRule | None:
         """When one session pair of a measurement has said enough (see
         :func:`~pytest_ortperf.gating.rules.decide_early`): it may stop a pair on a clear
-        regression only where a confirmation decides."""
+        regression only where a second measurement on fresh pairs has to confirm it."""
         baseline = ratio_baseline_of(entry)
         if baseline is None:
             return None
@@ -283,7 +286,8 @@ class Gate:
             v if v.metric == "structure" else dataclasses.replace(v, looks=CONFIRM_LOOKS)
             for v in final
         ]
-        return Decision(kept, self._timed(final, started, len(parts) + len(fresh)), verdicts)
+        pairs = len(parts) + len(fresh) if shown else len(fresh)
+        return Decision(kept, self._timed(final, started, pairs), verdicts)
 
     def _until_decided(
         self,
@@ -348,40 +352,32 @@ def confirmed(
     """The verdicts of a second measurement (:meth:`Gate.decide`) and whether they are the
     pooled ones. The first measurement's session pairs and the ``pairs`` fresh ones judged
     together say how large the change is; each verdict adds what the fresh pairs alone
-    read. Where a pooled regression is not a significant slowdown of the fresh pairs alone
-    (their lower bound not above 0), their verdicts are the answer instead: a slowdown the
-    first measurement read by chance (an odd session pair) is not confirmed."""
-    alone = {v.metric: v for v in fresh}
-
-    def unshown(verdict: Verdict) -> bool:
-        own = alone.get(verdict.metric)
-        return verdict.outcome is Outcome.REGRESSED and own is not None and not own.low > 0
-
-    timing = [v for v in pooled if v.metric != "structure" and v.metric in alone]
-    if not any(unshown(v) for v in timing):
-        return [
-            v if v not in timing else dataclasses.replace(v, message=v.message + (
-                f"; the first measurement pooled with {pairs} fresh session pairs, which "
-                f"alone read {format_change(alone[v.metric].change)} "
-                f"{format_interval(alone[v.metric].low, alone[v.metric].high)}"
-            ))
-            for v in pooled
-        ], True  # fmt: skip
-    verdicts = []
+    read. A pooled regression that is not a significant slowdown of the fresh pairs alone
+    (their lower bound not above 0) gives way to their own verdict: a slowdown the first
+    measurement read by chance (an odd session pair) is not confirmed. False (the fresh
+    pairs' record is the one to keep) when any verdict gave way."""
+    alone = {v.metric: v for v in fresh if v.metric != "structure"}
+    verdicts: list[Verdict] = []
+    shown = True
     for verdict in pooled:
-        if verdict not in timing:
+        own = alone.get(verdict.metric)
+        if verdict.metric == "structure" or own is None:
             verdicts.append(verdict)
-            continue
-        own = alone[verdict.metric]
-        note = (
-            f"; pooled with the first measurement it read {format_change(verdict.change)} "
-            f"{format_interval(verdict.low, verdict.high)} -> regressed, a slowdown its "
-            f"{pairs} fresh session pairs alone do not show"
-        )
-        verdicts.append(
-            dataclasses.replace(own, message=own.message + note) if unshown(verdict) else own
-        )
-    return verdicts, False
+        elif verdict.outcome is Outcome.REGRESSED and not own.low > 0:
+            shown = False
+            note = (
+                f"; pooled with the first measurement it read {format_change(verdict.change)} "
+                f"{format_interval(verdict.low, verdict.high)} -> regressed, a slowdown its "
+                f"{pairs} fresh session pairs alone do not show"
+            )
+            verdicts.append(dataclasses.replace(own, message=own.message + note))
+        else:
+            note = (
+                f"; the first measurement pooled with {pairs} fresh session pairs, which "
+                f"alone read {format_change(own.change)} {format_interval(own.low, own.high)}"
+            )
+            verdicts.append(dataclasses.replace(verdict, message=verdict.message + note))
+    return verdicts, shown
 
 
 class GateFailure(Exception):
@@ -398,8 +394,8 @@ def first_note(first: Sequence[Verdict], verdicts: Sequence[Verdict]) -> str:
         if v.metric != "structure" and by_metric.get(v.metric) is not None
     ]
     return (
-        "the verdict of the first measurement pooled with a second on fresh session pairs; "
-        "the first alone read " + "; ".join(parts)
+        "the verdict of a second measurement on fresh session pairs, pooled with the first "
+        "where they confirm it; the first alone read " + "; ".join(parts)
     )
 
 

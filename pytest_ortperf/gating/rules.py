@@ -531,7 +531,9 @@ def decide_early(
     With at least ``min_rounds`` ratios: the ``1 - 2 * alpha`` interval of the pair's
     change lies inside ``(-threshold, +threshold)`` (clearly ok), below ``-threshold``
     (clearly improved), or, when ``may_reject``, above the threshold (clearly regressed:
-    only where a confirming measurement decides); or the pair's own error has become small
+    only where fresh pairs must confirm it; such a pair, stopped while it reads high, is
+    pooled with them, which matters only well past the threshold, where a pair can stop
+    so); or the pair's own error has become small
     beside the between-pair spread (more blocks cannot narrow the interval), when
     ``may_reject`` or the interval already excludes a regression.
     """
