@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from bench import narrator, timing_settings
 
 QUIET, NOISY = "quiet", "noisy"
 TARGET = 0.03
@@ -123,10 +124,8 @@ def test_preemption(
     from pytest_ortperf.measuring.engine import Call, Engine, EngineConfig
     from pytest_ortperf.measuring.feeds import input_specs, make_feeds
     from pytest_ortperf.measuring.session import OrtSession, watches_cpu
-    from pytest_ortperf.state import STATE_KEY
 
-    if not request.config.stash[STATE_KEY].settings.enabled:
-        pytest.skip("a timing benchmark: run it with --ortperf")
+    timing_settings(request)
     pytest.importorskip("pytest_benchmark", reason="pip install pytest-benchmark")
 
     budget = _env("ORTPERF_PREEMPT_BUDGET", 5.0)
@@ -139,9 +138,7 @@ def test_preemption(
     streamer_mib = int(_env("ORTPERF_PREEMPT_STREAMER_MIB", 256))
     default_block = EngineConfig().block_s
 
-    def say(text: str) -> None:
-        with capsys.disabled():
-            print(text, file=sys.stderr, flush=True)
+    say = narrator(capsys)
 
     model = models.attention(dim=dim)
     model_path = tmp_path / "attention.onnx"

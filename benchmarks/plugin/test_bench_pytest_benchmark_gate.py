@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from bench import narrator, timing_settings
 from test_gate_quality import _env_int, _rate, pads_nearest
 
 PB_TEST = """\
@@ -97,20 +98,14 @@ def test_pytest_benchmark_gate(
 ) -> None:
     from noise import noisy_neighbours
 
-    from pytest_ortperf.state import STATE_KEY
-
-    settings = request.config.stash[STATE_KEY].settings
-    if not settings.enabled:
-        pytest.skip("a timing benchmark: run it with --ortperf")
+    settings = timing_settings(request)
     pytest.importorskip("pytest_benchmark", reason="pip install pytest-benchmark")
     n_base = max(_env_int("ORTPERF_PBG_BASELINES", 5), 1)
     cell = _env_int("ORTPERF_PBG_CELL", 20)
     dim, batch = 256, 2
     started = time.perf_counter()
 
-    def say(text: str) -> None:
-        with capsys.disabled():
-            print(text, file=sys.stderr, flush=True)
+    say = narrator(capsys)
 
     effects, pads = pads_nearest(settings.engine_config({}), dim, batch, TARGETS)
     pads = list(dict.fromkeys(pads))  # two targets nearest one pad: one row

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from bench import timing_settings
 
 ROUNDS = 3
 TESTS = 20
@@ -72,10 +73,7 @@ def _du(root: Path) -> tuple[int, int]:
 def test_skip_unchanged_ci_time_and_artifact_disk(
     request: pytest.FixtureRequest, tmp_path: Path, record_property: Any
 ) -> None:
-    from pytest_ortperf.state import STATE_KEY
-
-    if not request.config.stash[STATE_KEY].settings.enabled:
-        pytest.skip("a timing benchmark: run it with --ortperf")
+    timing_settings(request)
     suite = tmp_path / "suite"
     suite.mkdir()
     (suite / "pytest.ini").write_text("[pytest]\n")

@@ -87,6 +87,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from bench import narrator, timing_settings
 
 from pytest_ortperf.stats import wilson_interval
 
@@ -413,12 +414,9 @@ def test_gate_quality(
     from pytest_ortperf.measuring.engine import Engine
     from pytest_ortperf.measuring.feeds import input_specs, make_feeds
     from pytest_ortperf.measuring.session import OrtSession
-    from pytest_ortperf.state import STATE_KEY
     from pytest_ortperf.stats import paired_ratio, ratio_of_blocks
 
-    settings = request.config.stash[STATE_KEY].settings
-    if not settings.enabled:
-        pytest.skip("a timing benchmark: run it with --ortperf")
+    settings = timing_settings(request)
     engine_config = settings.engine_config({})
 
     n_baselines = _env_int("ORTPERF_GQ_BASELINES", 10)
@@ -435,9 +433,7 @@ def test_gate_quality(
     assert n_baselines >= 1 and pads, "at least one baseline and one pad"
     levels = [*LEVELS[: len(pads)], *([math.nan] * (len(pads) - len(LEVELS)))]
 
-    def say(text: str) -> None:
-        with capsys.disabled():
-            print(text, file=sys.stderr, flush=True)
+    say = narrator(capsys)
 
     started = time.perf_counter()
     bench = Bench(tmp_path / "runs", dim, batch, threshold=math.nan, budget=budget)
@@ -838,11 +834,7 @@ def test_gate_quality_three_conditions(
     """
     from noise import noisy_neighbours
 
-    from pytest_ortperf.state import STATE_KEY
-
-    settings = request.config.stash[STATE_KEY].settings
-    if not settings.enabled:
-        pytest.skip("a timing benchmark: run it with --ortperf")
+    settings = timing_settings(request)
     n_base = _env_int("ORTPERF_GQ3_BASELINES", 10)
     n_aa = _env_int("ORTPERF_GQ3_AA", 20)
     n_slowed = _env_int("ORTPERF_GQ3_SLOWED", 4)
@@ -852,9 +844,7 @@ def test_gate_quality_three_conditions(
     dim, batch, budget = 256, 2, 1.0
     started = time.perf_counter()
 
-    def say(text: str) -> None:
-        with capsys.disabled():
-            print(text, file=sys.stderr, flush=True)
+    say = narrator(capsys)
 
     bench = Bench(tmp_path / "runs", dim, batch, threshold=0.05, budget=budget)
     quiet_dirs = [bench.make_dir(f"quiet_{i:02d}", bench.module()) for i in range(n_base)]

@@ -50,13 +50,13 @@ from __future__ import annotations
 import json
 import random
 import shutil
-import sys
 import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
+from bench import narrator, timing_settings
 from test_gate_quality import (
     LATENCY,
     Bench,
@@ -148,11 +148,7 @@ def test_latency_gate_quality(
 ) -> None:
     from noise import noisy_neighbours
 
-    from pytest_ortperf.state import STATE_KEY
-
-    settings = request.config.stash[STATE_KEY].settings
-    if not settings.enabled:
-        pytest.skip("a timing benchmark: run it with --ortperf")
+    settings = timing_settings(request)
     n_base = _env_int("ORTPERF_LQ_BASELINES", 4)
     n_aa = _env_int("ORTPERF_LQ_AA", 10)
     n_slowed = _env_int("ORTPERF_LQ_SLOWED", 3)
@@ -163,9 +159,7 @@ def test_latency_gate_quality(
     started = time.perf_counter()
     serial = 0
 
-    def say(text: str) -> None:
-        with capsys.disabled():
-            print(text, file=sys.stderr, flush=True)
+    say = narrator(capsys)
 
     bench = Bench(tmp_path / "runs", dim, batch, threshold=0.05, budget=budget)
     module = MODULE.format(dim=dim, batch=batch)
