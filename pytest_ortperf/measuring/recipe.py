@@ -63,6 +63,7 @@ NOT_TIMED_OPTIONS = frozenset(
 """``SessionOptions`` that do not change how fast a session runs: left out of the recipe."""
 
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
+_GIT_BLOB = re.compile(r"^[0-9a-f]{40}$")
 _HASH_CHUNK = 1 << 20
 
 _T = TypeVar("_T")
@@ -452,7 +453,9 @@ class Difference:
 @dataclass(frozen=True)
 class Recipe:
     """What determines a measurement's speed (see the module). ``model_name`` is for
-    messages only: two recipes of the same bytes under other names are equal."""
+    messages only: two recipes of the same bytes under other names are equal.
+    ``model_git``, where kept, is the git blob id of the model's bytes (a function of them,
+    so left out of comparisons too): where a committed model can be read back from."""
 
     model_sha256: str
     model_size: int
@@ -462,9 +465,12 @@ class Recipe:
     feeds: FeedsRecipe
     custom_ops: tuple[CustomOpsLibrary, ...] = ()
     model_name: str = field(default="", compare=False)
+    model_git: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
         _digest(self.model_sha256, "model.sha256")
+        if self.model_git:
+            _git_blob(self.model_git, "model.git")
         _count(self.model_size, "model.bytes")
         if "==" not in self.onnxruntime:
             raise RecipeError(
@@ -544,6 +550,7 @@ class Recipe:
         only they, have the same digest."""
         data = self._plain()
         data["model"].pop("name")
+        data["model"].pop("git", None)
         for library in data["custom_ops"]:
             library.pop("name")
         text = json.dumps(data, sort_keys=True, separators=(",", ":"), allow_nan=False)
@@ -591,6 +598,7 @@ class Recipe:
                 "sha256": self.model_sha256,
                 "bytes": self.model_size,
                 "name": self.model_name,
+                **({"git": self.model_git} if self.model_git else {}),
             },
             "session": self.session.to_dict(),
             "onnxruntime": self.onnxruntime,
@@ -611,12 +619,13 @@ class Recipe:
                 f"recipe field format: {got['format']!r} is not a recipe format this version "
                 f"reads ({FORMAT}); update pytest-ortperf or the baseline (--ortperf-update)"
             )
-        model = _fields(got["model"], "model", ("sha256", "bytes", "name"))
+        model = _fields(got["model"], "model", ("sha256", "bytes", "name"), optional=("git",))
         libraries = _list(got["custom_ops"], "custom_ops")
         recipe = cls(
             model_sha256=_digest(model["sha256"], "model.sha256"),
             model_size=_count(model["bytes"], "model.bytes"),
             model_name=_text(model["name"], "model.name"),
+            model_git=_git_blob(model.get("git", ""), "model.git") if "git" in model else "",
             session=SessionRecipe.from_dict(got["session"]),
             onnxruntime=_text(got["onnxruntime"], "onnxruntime"),
             custom_ops=tuple(
@@ -714,18 +723,20 @@ def _values(values: str | None) -> str:
     return values if values == RANDOM else f"sha256 {values.removeprefix('sha256:')[:12]}"
 
 
-def _fields(data: Any, where: str, names: tuple[str, ...]) -> dict[str, Any]:
-    """``data``'s fields, exactly ``names``: a :class:`RecipeError` names what is missing
-    or unknown."""
+def _fields(
+    data: Any, where: str, names: tuple[str, ...], optional: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    """``data``'s fields, exactly ``names`` and any of ``optional``: a :class:`RecipeError`
+    names what is missing or unknown."""
     label = f"recipe field {where}" if where else "recipe"
     if not isinstance(data, dict):
         raise RecipeError(f"{label}: expected an object, got {type(data).__name__}")
     missing = [n for n in names if n not in data]
-    unknown = sorted(set(data) - set(names), key=str)
+    unknown = sorted(set(data) - set(names) - set(optional), key=str)
     if missing or unknown:
         parts = [f"missing {', '.join(missing)}"] if missing else []
         parts += [f"unknown {', '.join(map(str, unknown))}"] if unknown else []
-        raise RecipeError(f"{label}: {'; '.join(parts)} (fields: {', '.join(names)})")
+        raise RecipeError(f"{label}: {'; '.join(parts)} (fields: {', '.join(names + optional)})")
     return data
 
 
@@ -763,6 +774,14 @@ def _number(value: Any, where: str) -> float:
 def _digest(value: Any, where: str) -> str:
     if not isinstance(value, str) or not _SHA256.fullmatch(value):
         raise RecipeError(f"recipe field {where}: expected 64 lowercase hex digits, got {value!r}")
+    return value
+
+
+def _git_blob(value: Any, where: str) -> str:
+    if not isinstance(value, str) or not _GIT_BLOB.fullmatch(value):
+        raise RecipeError(
+            f"recipe field {where}: expected a git blob id (40 lowercase hex digits), got {value!r}"
+        )
     return value
 
 

@@ -8,8 +8,9 @@ the model measured interleaved. At a check (:func:`judged_beside`), by the recip
 - identical to the baseline's: ``unchanged``, measured as usual for history (or, with
   ``--ortperf-skip-unchanged``, run once and not measured) and never failed;
 - changed, and the baseline's session can be rebuilt (its model's bytes in the artifact
-  store, and its custom-op libraries: today's where their hashes match, else the
-  baseline's own builds from the artifact store; its providers available): today's
+  store, or in git's history by the blob id the recipe keeps; its custom-op libraries:
+  today's where their hashes match, else the baseline's own builds from the artifact
+  store; its providers available): today's
   session measured interleaved with it, the ratio judged; where the baseline ran on
   another onnxruntime, its arm runs in a worker of that version and today's in a worker
   of this one (:mod:`pytest_ortperf.recorder.beside_remote`);
@@ -23,6 +24,7 @@ engine that injects its figures (``ScriptedEngine``), keeps today's modes.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import warnings
 from collections.abc import Mapping
@@ -86,11 +88,13 @@ def kept(
     store (a failure warns, the update goes on)."""
     from pytest_ortperf.measuring.recipe import Recipe, RecipeError
     from pytest_ortperf.store.artifacts import ArtifactError
+    from pytest_ortperf.store.artifacts_git import blob_id
     from pytest_ortperf.store.errors import StoreError
 
     assert ctx.beside is not None
     try:
         recipe = Recipe.of_session(session, feeds or {})
+        recipe = dataclasses.replace(recipe, model_git=blob_id(session.model_bytes))
     except RecipeError as exc:
         warnings.warn(ArtifactWarning(f"{session.label}: no recipe kept ({exc})"), stacklevel=4)
         return {}
@@ -394,24 +398,53 @@ def _written_back(ctx: Context, library: CustomOpsLibrary) -> str:
     return str(path)
 
 
+OR_COMMIT = "(or commit the model file: a check reads it back from git's history)"
+"""The other way to keep a model, as a fallback verdict says it."""
+
+
 def _describe(exc: BaseException) -> str:
-    from pytest_ortperf.store.artifacts import ArtifactCorrupt, ArtifactMissing
+    from pytest_ortperf.store.artifacts import ArtifactCorrupt, ArtifactError, ArtifactMissing
 
     if isinstance(exc, LibraryUnavailable):
         return f"{exc}; {KEEP_ARTIFACTS}" if exc.missing else str(exc)
     if isinstance(exc, ArtifactMissing):
-        return f"the baseline's model is missing: {exc}; {KEEP_ARTIFACTS}"
+        return f"the baseline's model is missing: {exc}; {KEEP_ARTIFACTS} {OR_COMMIT}"
     if isinstance(exc, ArtifactCorrupt):
         return f"the baseline's model is unusable: {exc}"
+    if isinstance(exc, ArtifactError):
+        return f"the baseline's model could not be read: {exc}"
     if isinstance(exc, ProviderUnavailable):
         return f"the baseline's execution provider is not available here ({exc})"
     return f"the baseline's session could not be rebuilt ({type(exc).__name__}: {exc})"
 
 
 def _artifact(ctx: Context, before: Recipe) -> bytes:
-    """The baseline's model's bytes, verified."""
+    """The baseline's model's bytes, verified: from the artifact store, else (a committed
+    model) from git's history, then kept in the store for the next check
+    (:mod:`pytest_ortperf.store.artifacts_git`)."""
+    from pytest_ortperf.store.artifacts import ArtifactError, ArtifactMissing
+    from pytest_ortperf.store.artifacts_git import read_blob
+    from pytest_ortperf.store.errors import StoreError
+
     assert ctx.beside is not None
-    return ctx.beside.store().get(before.model_sha256, size=before.model_size)
+    store = ctx.beside.store()
+    try:
+        return store.get(before.model_sha256, size=before.model_size)
+    except ArtifactMissing as exc:
+        if not before.model_git:
+            raise
+        missing = exc
+    try:
+        data = read_blob(
+            before.model_git, sha256=before.model_sha256, size=before.model_size,
+            repo=ctx.beside.rootdir,
+        )  # fmt: skip
+    except ArtifactMissing as exc:
+        raise ArtifactMissing(f"{missing}, nor in git ({exc})") from None
+    # Used all the same: a store that cannot keep it has git read it again next time.
+    with contextlib.suppress(ArtifactError, StoreError, OSError):
+        store.put(data, sha256=before.model_sha256)
+    return data
 
 
 def _rebuilt(
