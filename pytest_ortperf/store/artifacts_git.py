@@ -72,16 +72,17 @@ def read_blob(oid: str, *, sha256: str, size: int | None, repo: Path) -> bytes:
     if not isinstance(oid, str) or not _BLOB_ID.fullmatch(oid):
         raise ArtifactError(f"not a git blob id (40 lowercase hex digits): {oid!r}")
     where = f"git blob {oid} (artifact {sha256[:12]}) in {repo}"
-    if shutil.which("git") is None:
+    git = shutil.which("git")
+    if git is None:
         raise ArtifactMissing(f"{where}: not read, git is not installed")
     if size is not None:
-        stated = _git(repo, where, "cat-file", "-s", oid).strip()
+        stated = _git(git, repo, where, "cat-file", "-s", oid).strip()
         if stated != str(size).encode():
             raise ArtifactCorrupt(
                 f"{where}: {stated.decode('ascii', 'replace')} bytes, the artifact {size:,}; "
                 "not the baseline's model. Take the baseline again with --ortperf-update"
             )
-    data = _git(repo, where, "cat-file", "blob", oid)
+    data = _git(git, repo, where, "cat-file", "blob", oid)
     if len(data) > MAX_ARTIFACT_BYTES:
         raise ArtifactCorrupt(f"{where}: more bytes than any artifact; not used")
     return verified(
@@ -91,10 +92,10 @@ def read_blob(oid: str, *, sha256: str, size: int | None, repo: Path) -> bytes:
     )  # fmt: skip
 
 
-def _git(repo: Path, where: str, *args: str) -> bytes:
-    """What ``git -C repo args`` printed; :class:`ArtifactMissing` (git's own error, and
-    what to do) when it failed, :class:`ArtifactError` when it could not run."""
-    git = shutil.which("git") or "git"
+def _git(git: str, repo: Path, where: str, *args: str) -> bytes:
+    """What ``git -C repo args`` printed (``git``: the executable); :class:`ArtifactMissing`
+    (git's own error, and what to do) when it failed, :class:`ArtifactError` when it could
+    not run."""
     # Nothing goes through a shell, and the caller checked the id is hex, so it cannot be
     # taken for an option. No prompt: a partial clone fetching the blob must not wait on
     # a terminal.
