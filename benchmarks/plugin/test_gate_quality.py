@@ -773,6 +773,9 @@ def _fmt_change(value: float | None) -> str:
     return "-" if value is None else f"{value:+.1%}"
 
 
+PAD_GRID = (8, 12, 16, 20, 24, 32, 40, 48, 64, 128, 256, 384, 512)
+"""Zero pads whose effect the benchmarks measure, to choose the nearest to each target."""
+
 PAD_PAIRS = 4
 """Fresh session pairs each pad's effect is measured on: one pair can read a percent or two
 off (the process's and the sessions' own offsets), and a pad chosen on one pair's figure
@@ -780,11 +783,15 @@ missed its target by that much."""
 
 
 def pads_nearest(
-    engine_config: Any, dim: int, batch: int, targets: Sequence[float]
+    engine_config: Any,
+    dim: int,
+    batch: int,
+    targets: Sequence[float],
+    candidates: Sequence[int] = PAD_GRID,
 ) -> tuple[dict[int, float], list[int]]:
-    """The real effect of each zero pad of ``attention(dim)``: the geometric mean of its
-    ratio to the unpadded model over :data:`PAD_PAIRS` fresh session pairs, each measured
-    interleaved; and the pads nearest to ``targets`` (slowdowns)."""
+    """The real effect of each zero pad of ``attention(dim)`` among ``candidates``: the
+    geometric mean of its ratio to the unpadded model over :data:`PAD_PAIRS` fresh session
+    pairs, each measured interleaved; and the pads nearest to ``targets`` (slowdowns)."""
     from pytest_ortperf import models
     from pytest_ortperf.measuring.calls import OrtBinding, binding_call
     from pytest_ortperf.measuring.engine import Engine
@@ -796,7 +803,7 @@ def pads_nearest(
     probe = OrtSession.create(base_model, name="base")
     feeds = make_feeds(input_specs(probe.sess), dims={"B": batch}, seed=0)
     effects: dict[int, float] = {}
-    for pad in (8, 12, 16, 20, 24, 32, 40, 48, 64, 128, 256, 384, 512):
+    for pad in candidates:
         padded_model = models.attention(dim=dim, zero_pad=pad)
         logs = []
         for _ in range(PAD_PAIRS):
@@ -839,7 +846,9 @@ def test_gate_quality_three_conditions(
     through environment variables: ``ORTPERF_GQ3_BASELINES`` [10], ``ORTPERF_GQ3_AA`` [20
     per baseline, quiet], ``ORTPERF_GQ3_SLOWED`` [4 per baseline and level, quiet],
     ``ORTPERF_GQ3_GROSS`` [1 per baseline], ``ORTPERF_GQ3_CELL`` [40 checks per cell in the
-    noisy conditions], ``ORTPERF_GQ3_NOISY_BASELINES`` [5; 0 skips the third condition].
+    noisy conditions], ``ORTPERF_GQ3_NOISY_BASELINES`` [5; 0 skips the third condition],
+    ``ORTPERF_GQ3_PADS`` [the pads of :data:`PAD_GRID` nearest each target; or three pads,
+    such as ``16,32,256``, to hold the slowdowns of an earlier run].
     Prints rates with 95% Wilson
     intervals; asserts only that every run exited 0 or 1 with both verdicts.
     """
@@ -861,7 +870,12 @@ def test_gate_quality_three_conditions(
     quiet_dirs = [bench.make_dir(f"quiet_{i:02d}", bench.module()) for i in range(n_base)]
     noisy_dirs = [bench.make_dir(f"noisy_{i:02d}", bench.module()) for i in range(n_noisy_base)]
 
-    effects, pads = pads_nearest(settings.engine_config({}), dim, batch, CONDITION_TARGETS)
+    fixed = os.environ.get("ORTPERF_GQ3_PADS", "")
+    grid = tuple(int(p) for p in fixed.split(",")) if fixed else PAD_GRID
+    assert len(grid) == len(CONDITION_TARGETS) or not fixed, "ORTPERF_GQ3_PADS: one pad per target"
+    effects, pads = pads_nearest(settings.engine_config({}), dim, batch, CONDITION_TARGETS, grid)
+    if fixed:
+        pads = list(grid)  # as given, each with its measured effect
     levels = {0: AA, **{p: f"{effects[p]:+.1%}" for p in pads}}
     say(
         "\ngate quality in three conditions, threshold 5% (the default): pads "
