@@ -870,12 +870,12 @@ def test_gate_quality_three_conditions(
     quiet_dirs = [bench.make_dir(f"quiet_{i:02d}", bench.module()) for i in range(n_base)]
     noisy_dirs = [bench.make_dir(f"noisy_{i:02d}", bench.module()) for i in range(n_noisy_base)]
 
-    fixed = os.environ.get("ORTPERF_GQ3_PADS", "")
-    grid = tuple(int(p) for p in fixed.split(",")) if fixed else PAD_GRID
-    assert len(grid) == len(CONDITION_TARGETS) or not fixed, "ORTPERF_GQ3_PADS: one pad per target"
-    effects, pads = pads_nearest(settings.engine_config({}), dim, batch, CONDITION_TARGETS, grid)
-    if fixed:
-        pads = list(grid)  # as given, each with its measured effect
+    fixed = [int(p) for p in os.environ.get("ORTPERF_GQ3_PADS", "").split(",") if p.strip()]
+    assert not fixed or len(fixed) == len(CONDITION_TARGETS), "ORTPERF_GQ3_PADS: one pad a target"
+    effects, pads = pads_nearest(
+        settings.engine_config({}), dim, batch, CONDITION_TARGETS, fixed or PAD_GRID
+    )
+    pads = fixed or pads  # given pads as given, each with its measured effect
     levels = {0: AA, **{p: f"{effects[p]:+.1%}" for p in pads}}
     say(
         "\ngate quality in three conditions, threshold 5% (the default): pads "

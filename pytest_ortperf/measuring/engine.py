@@ -310,11 +310,9 @@ class Engine:
         """One untimed round each way (ABBA for two) after the arms' own warm-ups.
 
         The arms warm up in turn, so the first sits idle while the others warm and its
-        caches go to them: its first timed blocks read slow. Measured on the attention
-        block (A/A, 2-core VM, 1,410 session pairs of the gate-quality benchmark's checks):
-        the first round's ratio 3% low, the second 2% low, which biases short session pairs
-        (a check's, stopped early) against long ones (a baseline's); with this round, 1.6 to
-        2.0% low became +0.6% (within the rounds' own ABBA alternation). Skipped where a
+        caches go to them: its first timed blocks read slow, which biases short session
+        pairs (a check's, stopped early) against long ones (a baseline's). The figures, on
+        the attention block, are in the docs' "How a measurement is timed". Skipped where a
         call fills a block on its own (``k`` of 1): a call that long warms what it uses, and
         four of them could spend a small budget's cap."""
         if min(ks) < 2:

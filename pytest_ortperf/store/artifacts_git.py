@@ -102,14 +102,7 @@ def _git(git: str, repo: Path, where: str, *args: str) -> bytes:
     env = {k: v for k, v in os.environ.items() if k not in _LOCATING}
     env["GIT_TERMINAL_PROMPT"] = "0"
     try:
-        proc = subprocess.run(
-            [git, "-C", os.fspath(repo), *args],
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            timeout=GIT_TIMEOUT_S,
-            env=env,
-            check=False,
-        )
+        proc = _run(git, repo, env, *args)
     except subprocess.TimeoutExpired:
         raise ArtifactError(f"{where}: git {args[0]} took more than {GIT_TIMEOUT_S:g} s") from None
     except OSError as exc:
@@ -126,11 +119,18 @@ def _git(git: str, repo: Path, where: str, *args: str) -> bytes:
 def _shallow(git: str, repo: Path, env: dict[str, str]) -> bool:
     """Whether ``repo`` is in a shallow clone (False where git cannot say)."""
     try:
-        proc = subprocess.run(
-            [git, "-C", os.fspath(repo), "rev-parse", "--is-shallow-repository"],
-            stdin=subprocess.DEVNULL, capture_output=True, timeout=GIT_TIMEOUT_S, env=env,
-            check=False,
-        )  # fmt: skip
+        proc = _run(git, repo, env, "rev-parse", "--is-shallow-repository")
     except (subprocess.TimeoutExpired, OSError):
         return False
     return proc.stdout.strip() == b"true"
+
+
+def _run(
+    git: str, repo: Path, env: dict[str, str], *args: str
+) -> subprocess.CompletedProcess[bytes]:
+    """``git -C repo args`` run once, its output captured, bounded by :data:`GIT_TIMEOUT_S`."""
+    return subprocess.run(
+        [git, "-C", os.fspath(repo), *args],
+        stdin=subprocess.DEVNULL, capture_output=True, timeout=GIT_TIMEOUT_S, env=env,
+        check=False,
+    )  # fmt: skip
