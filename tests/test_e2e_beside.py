@@ -133,6 +133,30 @@ def test_unchanged_is_not_gated_on_machine_drift(suite):
     assert verdicts(suite.path)[0]["outcome"] == "regressed"
 
 
+def test_unchanged_is_measured_with_a_quarter_of_the_budget(suite, monkeypatch):
+    # Its figure only goes to history, so an unchanged latency spends less of the check.
+    from pytest_ortperf.measuring.engine import Engine
+    from pytest_ortperf.recorder.beside import UNCHANGED_BUDGET
+
+    budgets: list[float] = []
+
+    def spy(method: Any) -> Any:
+        def timed(self: Engine, *args: Any, **kwargs: Any) -> Any:
+            budgets.append(self.config.budget_s)
+            return method(self, *args, **kwargs)
+
+        return timed
+
+    monkeypatch.setattr(Engine, "measure", spy(Engine.measure))
+    monkeypatch.setattr(Engine, "interleave", spy(Engine.interleave))
+    check(suite, layers=2).assert_outcomes(passed=1)
+    assert budgets and budgets == [pytest.approx(0.1 * UNCHANGED_BUDGET)] * len(budgets)
+    assert verdicts(suite.path)[0]["message"].startswith(UNCHANGED)
+    budgets.clear()  # a changed model is judged beside its baseline's, at the usual budget
+    check(suite, layers=8).assert_outcomes(failed=1)
+    assert budgets and min(budgets) > 0.1 * UNCHANGED_BUDGET  # its pairs share 0.1 s
+
+
 def test_skip_unchanged_measures_nothing(suite):
     before = (suite.path / "__ortperf__" / "test_mlp.json").read_bytes()
     result = check(suite, "--ortperf-skip-unchanged", layers=2)

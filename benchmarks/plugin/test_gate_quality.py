@@ -788,12 +788,15 @@ def pads_nearest(
     batch: int,
     targets: Sequence[float],
     candidates: Sequence[int] = PAD_GRID,
+    *,
+    api: str = "iobinding",
+    pairs: int = PAD_PAIRS,
 ) -> tuple[dict[int, float], list[int]]:
     """The real effect of each zero pad of ``attention(dim)`` among ``candidates``: the
-    geometric mean of its ratio to the unpadded model over :data:`PAD_PAIRS` fresh session
-    pairs, each measured interleaved; and the pads nearest to ``targets`` (slowdowns)."""
+    geometric mean of its ratio to the unpadded model over ``pairs`` fresh session pairs,
+    each measured interleaved through ``api``; and the pads nearest to ``targets``."""
     from pytest_ortperf import models
-    from pytest_ortperf.measuring.calls import OrtBinding, binding_call
+    from pytest_ortperf.measuring.calls import make_call
     from pytest_ortperf.measuring.engine import Engine
     from pytest_ortperf.measuring.feeds import input_specs, make_feeds
     from pytest_ortperf.measuring.session import OrtSession
@@ -806,10 +809,10 @@ def pads_nearest(
     for pad in candidates:
         padded_model = models.attention(dim=dim, zero_pad=pad)
         logs = []
-        for _ in range(PAD_PAIRS):
+        for _ in range(pairs):
             base = OrtSession.create(base_model, name="base")
             padded = OrtSession.create(padded_model, name="padded")
-            calls = [binding_call(OrtBinding(s, feeds))[0] for s in (base, padded)]
+            calls = [make_call(s, feeds, api)[0] for s in (base, padded)]
             base_s, pad_s = engine.interleave(calls)
             logs.append(math.log(paired_ratio(ratio_of_blocks(base_s.values, pad_s.values)).ratio))
         effects[pad] = math.expm1(statistics.fmean(logs))
@@ -817,6 +820,9 @@ def pads_nearest(
             for t in targets]  # fmt: skip
     return effects, pads
 
+
+PHASES = ("quiet", "noisy-checks", "noisy-baselines")
+"""The three conditions (``ORTPERF_GQ3_PHASES`` runs some of them)."""
 
 CONDITION_TARGETS = (0.06, 0.11, 1.0)
 """True slowdowns of the three-conditions benchmark: 1.2x the default 5% threshold, about
@@ -848,7 +854,9 @@ def test_gate_quality_three_conditions(
     ``ORTPERF_GQ3_GROSS`` [1 per baseline], ``ORTPERF_GQ3_CELL`` [40 checks per cell in the
     noisy conditions], ``ORTPERF_GQ3_NOISY_BASELINES`` [5; 0 skips the third condition],
     ``ORTPERF_GQ3_PADS`` [the pads of :data:`PAD_GRID` nearest each target; or three pads,
-    such as ``16,32,256``, to hold the slowdowns of an earlier run].
+    such as ``16,32,256``, to hold the slowdowns of an earlier run], ``ORTPERF_GQ3_PHASES``
+    [``quiet,noisy-checks,noisy-baselines``: the conditions to run]. The two smaller pads'
+    effects are also measured through ``run`` (the latency test's API) and printed.
     Prints rates with 95% Wilson
     intervals; asserts only that every run exited 0 or 1 with both verdicts.
     """
@@ -861,6 +869,10 @@ def test_gate_quality_three_conditions(
     n_gross = _env_int("ORTPERF_GQ3_GROSS", 1)
     cell = _env_int("ORTPERF_GQ3_CELL", 40)
     n_noisy_base = _env_int("ORTPERF_GQ3_NOISY_BASELINES", 5)
+    phases = {p.strip() for p in os.environ.get("ORTPERF_GQ3_PHASES", ",".join(PHASES)).split(",")}
+    assert phases <= set(PHASES), f"ORTPERF_GQ3_PHASES: one or more of {', '.join(PHASES)}"
+    if "noisy-baselines" not in phases:
+        n_noisy_base = 0
     dim, batch, budget = 256, 2, 1.0
     started = time.perf_counter()
 
@@ -880,6 +892,19 @@ def test_gate_quality_three_conditions(
     say(
         "\ngate quality in three conditions, threshold 5% (the default): pads "
         + ", ".join(f"{p} -> {effects[p]:+.1%}" for p in pads)
+    )
+    both = {
+        api: pads_nearest(settings.engine_config({}), dim, batch, (), pads[:2], api=api,
+                          pairs=3 * PAD_PAIRS)[0]
+        for api in ("iobinding", "run")
+    }  # fmt: skip
+    say(
+        f"  the same pads over {3 * PAD_PAIRS} more session pairs each: "
+        + "; ".join(
+            f"{p}: {both['iobinding'][p]:+.1%} through iobinding, {both['run'][p]:+.1%} "
+            "through run (the latency test's API)"
+            for p in pads[:2]
+        )
     )
 
     def update(directory: Path, i: int, phase: str) -> str:
@@ -905,10 +930,12 @@ def test_gate_quality_three_conditions(
     quiet_schedule = [(b, 0) for b in range(n_base) for _ in range(n_aa)]
     quiet_schedule += [(b, p) for b in range(n_base) for p in pads[:2] for _ in range(n_slowed)]
     quiet_schedule += [(b, pads[2]) for b in range(n_base) for _ in range(n_gross)]
-    quiet = run_checks("quiet", quiet_dirs, quiet_schedule)
+    quiet = run_checks("quiet", quiet_dirs, quiet_schedule if "quiet" in phases else [])
 
-    noisy_schedule = [(i % n_base, p) for p in (0, *pads[:2]) for i in range(cell)]
-    noisy_schedule += [(i % n_base, pads[2]) for i in range(max(cell // 4, 1))]
+    noisy_schedule: list[tuple[int, int]] = []
+    if "noisy-checks" in phases:
+        noisy_schedule = [(i % n_base, p) for p in (0, *pads[:2]) for i in range(cell)]
+        noisy_schedule += [(i % n_base, pads[2]) for i in range(max(cell // 4, 1))]
     with noisy_neighbours(spinners=1, streamers=1):
         setup_noisy = _median_wall(bench, quiet_dirs[0], 3, dry=True, threshold=False)
         noisy = run_checks("noisy checks", quiet_dirs, noisy_schedule)

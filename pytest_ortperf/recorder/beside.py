@@ -5,8 +5,9 @@ At ``--ortperf-update`` (:func:`kept`): the latency's recipe, its model bytes (a
 libraries) put into the artifact store, and an A/A ratio baseline of two fresh sessions of
 the model measured interleaved. At a check (:func:`judged_beside`), by the recipe today:
 
-- identical to the baseline's: ``unchanged``, measured as usual for history (or, with
-  ``--ortperf-skip-unchanged``, run once and not measured) and never failed;
+- identical to the baseline's: ``unchanged``, measured for history at
+  :data:`UNCHANGED_BUDGET` of the budget (or, with ``--ortperf-skip-unchanged``, run once
+  and not measured) and never failed;
 - changed, and the baseline's session can be rebuilt (its model's bytes in the artifact
   store, or in git's history by the blob id the recipe keeps; its custom-op libraries:
   today's where their hashes match, else the baseline's own builds from the artifact
@@ -57,6 +58,11 @@ from pytest_ortperf.results import Comparison, LatencyResult, Verdict
 
 if TYPE_CHECKING:
     from pytest_ortperf.measuring.recipe import CustomOpsLibrary, Recipe
+
+UNCHANGED_BUDGET = 0.25
+"""The share of the budget an unchanged latency is measured with: its figure goes to
+history and no verdict depends on it (a budget's ``slo=`` still gets the blocks it needs,
+:func:`~pytest_ortperf.recorder.budgets.latency_blocks`)."""
 
 
 def applies(ctx: Context, target: Target) -> bool:
@@ -313,7 +319,7 @@ def _unchanged(
     entry: Mapping[str, Any],
     measure: Measure[LatencyResult],
 ) -> Judged:
-    """Nothing hashed changed: measured once as usual (for history) or, skipping, run once."""
+    """Nothing hashed changed: measured briefly (for history) or, skipping, run once."""
     assert ctx.beside is not None and ctx.gate is not None
     if ctx.beside.skip_unchanged:
         samples = smoke(calls(session, feeds, api)[0], ctx.engine.clock)
@@ -323,7 +329,7 @@ def _unchanged(
         settings = ctx.gate.settings
         verdict = unchanged_verdict([], threshold=settings.threshold, alpha=settings.alpha)
         return Judged(Decision(record, [verdict]), extra)
-    record = measure(ctx.engine, None, False)
+    record = measure(ctx.engine.scaled(UNCHANGED_BUDGET), None, False)
     verdicts = ctx.gate.judge(record.to_dict(), entry)
     return Judged(Decision(record, [unchanged_verdict(verdicts, n=len(record.samples))]),
                   {MODE: "unchanged"})  # fmt: skip
