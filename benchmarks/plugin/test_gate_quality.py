@@ -939,14 +939,14 @@ def test_gate_quality_three_conditions(
     with noisy_neighbours(spinners=1, streamers=1):
         setup_noisy = _median_wall(bench, quiet_dirs[0], 3, dry=True, threshold=False)
         if noisy_schedule:
-            # What the neighbours leave of each pad's effect: the checks of this phase can
-            # only catch the slowdown that is there while they run.
-            beside = pads_nearest(settings.engine_config({}), dim, batch, (), pads[:2],
+            # The pads' effects as the neighbours make them (through IOBinding, in this
+            # process): what the checks of this phase can catch, to set their reads beside.
+            noisy_effects = pads_nearest(settings.engine_config({}), dim, batch, (), pads[:2],
                                   pairs=3 * PAD_PAIRS)[0]  # fmt: skip
             say(
                 "  beside the neighbours, the pads over "
                 f"{3 * PAD_PAIRS} session pairs each: "
-                + ", ".join(f"{p} -> {beside[p]:+.1%}" for p in pads[:2])
+                + ", ".join(f"{p} -> {noisy_effects[p]:+.1%}" for p in pads[:2])
             )
         noisy = run_checks("noisy checks", quiet_dirs, noisy_schedule)
         blind = 0
