@@ -856,9 +856,10 @@ def test_gate_quality_three_conditions(
     ``ORTPERF_GQ3_PADS`` [the pads of :data:`PAD_GRID` nearest each target; or three pads,
     such as ``16,32,256``, to hold the slowdowns of an earlier run], ``ORTPERF_GQ3_PHASES``
     [``quiet,noisy-checks,noisy-baselines``: the conditions to run]. The two smaller pads'
-    effects are also measured through ``run`` (the latency test's API), and beside the
-    neighbours before the noisy checks, and printed. Prints rates with 95% Wilson
-    intervals; asserts only that every run exited 0 or 1 with both verdicts.
+    effects are also measured through ``run`` (the latency test's API) and printed; what the
+    neighbours do to them, over fresh processes, is ``test_noisy_pad_effects.py``'s. Prints
+    rates with 95% Wilson intervals; asserts only that every run exited 0 or 1 with both
+    verdicts.
     """
     from noise import noisy_neighbours
 
@@ -938,16 +939,6 @@ def test_gate_quality_three_conditions(
         noisy_schedule += [(i % n_base, pads[2]) for i in range(max(cell // 4, 1))]
     with noisy_neighbours(spinners=1, streamers=1):
         setup_noisy = _median_wall(bench, quiet_dirs[0], 3, dry=True, threshold=False)
-        if noisy_schedule:
-            # The pads' effects as the neighbours make them (through IOBinding, in this
-            # process): what the checks of this phase can catch, to set their reads beside.
-            noisy_effects = pads_nearest(settings.engine_config({}), dim, batch, (), pads[:2],
-                                  pairs=3 * PAD_PAIRS)[0]  # fmt: skip
-            say(
-                "  beside the neighbours, the pads over "
-                f"{3 * PAD_PAIRS} session pairs each: "
-                + ", ".join(f"{p} -> {noisy_effects[p]:+.1%}" for p in pads[:2])
-            )
         noisy = run_checks("noisy checks", quiet_dirs, noisy_schedule)
         blind = 0
         for i, d in enumerate(noisy_dirs):
