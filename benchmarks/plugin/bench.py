@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 if TYPE_CHECKING:
     from pytest_ortperf.config import OrtperfConfig
+    from pytest_ortperf.measuring.engine import Engine
+    from pytest_ortperf.measuring.session import OrtSession
 
 
 def timing_settings(request: pytest.FixtureRequest) -> OrtperfConfig:
@@ -31,3 +33,17 @@ def narrator(capsys: pytest.CaptureFixture[str]) -> Callable[[str], None]:
             print(text, file=sys.stderr, flush=True)
 
     return say
+
+
+def pair_log_ratio(
+    engine: Engine, first: OrtSession, second: OrtSession, feeds: Any, api: str = "iobinding"
+) -> float:
+    """The log of ``second``'s time over ``first``'s on one session pair: their calls
+    through ``api`` interleaved by ``engine``, the paired ratio of their blocks."""
+    import math
+
+    from pytest_ortperf.measuring.calls import make_call
+    from pytest_ortperf.stats import paired_ratio, ratio_of_blocks
+
+    a, b = engine.interleave([make_call(s, feeds, api)[0] for s in (first, second)])
+    return math.log(paired_ratio(ratio_of_blocks(a.values, b.values)).ratio)

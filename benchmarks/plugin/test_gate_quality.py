@@ -87,7 +87,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from bench import narrator, timing_settings
+from bench import narrator, pair_log_ratio, timing_settings
 
 from pytest_ortperf.stats import wilson_interval
 
@@ -796,11 +796,9 @@ def pads_nearest(
     geometric mean of its ratio to the unpadded model over ``pairs`` fresh session pairs,
     each measured interleaved through ``api``; and the pads nearest to ``targets``."""
     from pytest_ortperf import models
-    from pytest_ortperf.measuring.calls import make_call
     from pytest_ortperf.measuring.engine import Engine
     from pytest_ortperf.measuring.feeds import input_specs, make_feeds
     from pytest_ortperf.measuring.session import OrtSession
-    from pytest_ortperf.stats import paired_ratio, ratio_of_blocks
 
     base_model, engine = models.attention(dim=dim), Engine(engine_config)
     probe = OrtSession.create(base_model, name="base")
@@ -812,9 +810,7 @@ def pads_nearest(
         for _ in range(pairs):
             base = OrtSession.create(base_model, name="base")
             padded = OrtSession.create(padded_model, name="padded")
-            calls = [make_call(s, feeds, api)[0] for s in (base, padded)]
-            base_s, pad_s = engine.interleave(calls)
-            logs.append(math.log(paired_ratio(ratio_of_blocks(base_s.values, pad_s.values)).ratio))
+            logs.append(pair_log_ratio(engine, base, padded, feeds, api))
         effects[pad] = math.expm1(statistics.fmean(logs))
     pads = [min(effects, key=lambda p, t=t: abs(math.log1p(effects[p]) - math.log1p(t)))
             for t in targets]  # fmt: skip

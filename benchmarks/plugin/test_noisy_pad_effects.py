@@ -28,6 +28,7 @@ each kind per process], ``ORTPERF_PADFX_PADS`` [``15,16,32``].
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -46,12 +47,12 @@ CONDITIONS = ("quiet", "noisy")
 def measure_in_this_process(pads: list[int], pairs: int) -> dict[str, float]:
     """Mean log-ratio of each kind of session pair (see the module docstring), ``pairs``
     fresh pairs of each, kinds taken in turn."""
+    from bench import pair_log_ratio
+
     from pytest_ortperf import models
-    from pytest_ortperf.measuring.calls import make_call
     from pytest_ortperf.measuring.engine import Engine, EngineConfig
     from pytest_ortperf.measuring.feeds import input_specs, make_feeds
     from pytest_ortperf.measuring.session import OrtSession
-    from pytest_ortperf.stats import paired_ratio, ratio_of_blocks
 
     engine = Engine(EngineConfig(budget_s=1.0, min_blocks=9))
     unpadded = models.attention(dim=DIM)
@@ -65,12 +66,14 @@ def measure_in_this_process(pads: list[int], pairs: int) -> dict[str, float]:
     logs: dict[str, list[float]] = {k: [] for k in kinds}
     for _ in range(pairs):
         for kind, (first, second, optimization) in kinds.items():
-            sessions = [
-                OrtSession.create(first, name="first", optimization=optimization),
-                OrtSession.create(second, name="second"),
-            ]
-            a, b = engine.interleave([make_call(s, feeds, "iobinding")[0] for s in sessions])
-            logs[kind].append(math.log(paired_ratio(ratio_of_blocks(a.values, b.values)).ratio))
+            logs[kind].append(
+                pair_log_ratio(
+                    engine,
+                    OrtSession.create(first, name="first", optimization=optimization),
+                    OrtSession.create(second, name="second"),
+                    feeds,
+                )
+            )
     return {k: statistics.fmean(v) for k, v in logs.items()}
 
 
@@ -79,10 +82,7 @@ def _child(pads: list[int], pairs: int, noisy: bool) -> dict[str, float]:
 
     cmd = [sys.executable, str(Path(__file__).resolve()), ",".join(map(str, pads)), str(pairs)]
     env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
-    if noisy:
-        with noisy_neighbours(spinners=1, streamers=1):
-            proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
-    else:
+    with noisy_neighbours(spinners=1, streamers=1) if noisy else contextlib.nullcontext():
         proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
     result: dict[str, float] = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -129,11 +129,10 @@ def test_noisy_pad_effects(
             cells.append(_mean_se(values))
         label = row if row.startswith("direct") or row == "ratio 0" else f"{row} less ratio 0"
         lines.append(f"| {label} | {cells[0]} | {cells[1]} |")
-    shift = [
-        statistics.fmean(r["ratio 0"] for r in runs["noisy"])
-        - statistics.fmean(r["ratio 0"] for r in runs["quiet"])
-    ]
-    lines.append(f"\nratio 0 moved {math.expm1(shift[0]):+.2%} from quiet to noisy")
+    shift = statistics.fmean(r["ratio 0"] for r in runs["noisy"]) - statistics.fmean(
+        r["ratio 0"] for r in runs["quiet"]
+    )
+    lines.append(f"\nratio 0 moved {math.expm1(shift):+.2%} from quiet to noisy")
     say("\n".join(lines))
     record_property("noisy_pad_effects", "\n".join(lines))
     for condition in CONDITIONS:
