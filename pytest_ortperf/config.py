@@ -76,6 +76,11 @@ class OrtperfConfig:
     default, :func:`pytest_ortperf.store.artifacts.resolve_artifacts`)."""
     skip_unchanged: bool = False
     """``--ortperf-skip-unchanged``: latencies unchanged since their baseline run once."""
+    update_processes: int = 1
+    """``--ortperf-update-processes``: the processes an update takes each baseline in."""
+    update_part: str | None = None
+    """Set in the further processes of such an update (never by a user): the file that
+    process writes its baseline records to, in place of the baseline files."""
 
     @classmethod
     def from_pytest(cls, config: pytest.Config) -> OrtperfConfig:
@@ -117,6 +122,11 @@ class OrtperfConfig:
         )
         family, what = option_or_ini("ortperf_family_alpha")
         family_alpha = _alpha(family, what) if str(family).strip() else None
+        processes, what = option_or_ini("ortperf_update_processes")
+        update_processes = _processes(processes, what)
+        if update_processes > 1 and not update and what.startswith("--"):
+            raise pytest.UsageError(f"{what} takes baselines: pass it with --ortperf-update")
+        part = config.getoption("ortperf_update_part", None)
         return cls(
             enabled=update or bool(config.getoption("ortperf", False)),
             update=update,
@@ -136,6 +146,8 @@ class OrtperfConfig:
             family_alpha=family_alpha,
             artifacts=artifacts,
             skip_unchanged=skip_unchanged,
+            update_processes=update_processes if update and not part else 1,
+            update_part=str(part) if update and part else None,
         )
 
     def engine_config(self, marker: dict[str, Any]) -> EngineConfig:
@@ -217,6 +229,9 @@ _window = _named(
         below=f"fewer than {MIN_HISTORY_RUNS} runs never gate (their spread is too uncertain)",
     )
 )
+
+
+_processes = _named(lambda value: values.count(value, 1, values.MAX_UPDATE_PROCESSES, "processes"))
 
 
 MARKER_FIELDS: dict[str, tuple[str, str, Callable[[Any, str], Any]]] = {

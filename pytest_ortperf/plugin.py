@@ -6,12 +6,14 @@ that need them when a test asks for them.
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 from collections.abc import Callable, Generator, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import pytest
 
+from pytest_ortperf import values
 from pytest_ortperf.config import (
     MARKER,
     MarkerError,
@@ -102,6 +104,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="also fail on inconclusive verdicts and on measurements with no baseline",
     )
     group.addoption(
+        "--ortperf-update-processes",
+        default=None,
+        metavar="N",
+        help="with --ortperf-update: take each baseline in N processes, this one and N-1 "
+        "fresh ones that run the selected tests again, so that a baseline averages over "
+        "what differs between processes (default: ini ortperf_update_processes, else 1; "
+        f"at most {values.MAX_UPDATE_PROCESSES})",
+    )
+    group.addoption("--ortperf-update-part", default=None, help=argparse.SUPPRESS)
+    group.addoption(
         "--ortperf-fail-blind",
         action="store_true",
         default=None,
@@ -178,6 +190,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default="",
     )
     parser.addini("ortperf_strict", "fail inconclusive and new verdicts too", default="false")
+    parser.addini(
+        "ortperf_update_processes",
+        "processes --ortperf-update takes each baseline in",
+        default="1",
+    )
     parser.addini(
         "ortperf_fail_blind",
         "fail an update whose baseline cannot detect the threshold",
@@ -382,7 +399,8 @@ def pytest_report_header(config: pytest.Config) -> str | None:
     return f"ortperf: measuring, budget {settings.budget_s:g} s per measurement, {mode}{note}"
 
 
-def pytest_sessionfinish(session: pytest.Session) -> None:
+@pytest.hookimpl(tryfirst=True)  # an update's further processes run before other plugins
+def pytest_sessionfinish(session: pytest.Session) -> None:  # write their files (junitxml...)
     config = session.config
     if hasattr(config, "workerinput"):
         return
@@ -395,6 +413,8 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         state.notes.append(_masked(state, f"baselines NOT written: {type(exc).__name__}: {exc}"))
         if session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    if state.settings.update_part:  # a further process of an update: nothing else is its own
+        return
     # The store is history: any failure of it is a note and never changes the exit status
     # (save_to_store never raises; this guard keeps that true whatever happens).
     interrupted = session.exitstatus == pytest.ExitCode.INTERRUPTED

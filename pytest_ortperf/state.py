@@ -303,6 +303,11 @@ class OrtperfState:
         written, this raises BaselineError naming them, so the run fails."""
         if not self.settings.enabled or self.settings.baseline == "history":
             return
+        if self.settings.update_part:  # a further process of an update: its records only
+            from pytest_ortperf.update_processes import write_part
+
+            write_part(Path(self.settings.update_part), self.baseline_records)
+            return
         from pytest_ortperf.gating.baseline import (
             Baseline,
             BaselineError,
@@ -313,9 +318,12 @@ class OrtperfState:
         )
         from pytest_ortperf.gating.baseline_entries import split_nodeid
 
+        gated = self.baseline_records
+        if self.settings.update_processes > 1 and gated:
+            gated = self._in_further_processes(config, gated)
         # Each module is planned with its own records and tests only (one pass over them).
         records: dict[str, list[dict[str, Any]]] = {}
-        for payload in self.baseline_records:
+        for payload in gated:
             records.setdefault(split_nodeid(str(payload["test"]))[0], []).append(payload)
         passed: dict[str, set[str]] = {}
         collected: dict[str, set[str]] = {}
@@ -365,6 +373,32 @@ class OrtperfState:
                 f"{len(failed)} file{'s' if len(failed) > 1 else ''} left as "
                 f"{'they were' if len(failed) > 1 else 'it was'} (see above): {some_keys(failed)}"
             )
+
+    def _in_further_processes(
+        self, config: pytest.Config, gated: list[dict[str, Any]]
+    ) -> list[dict[str, Any]]:
+        """``gated`` with the runs that the update's further processes took of each
+        (:mod:`pytest_ortperf.update_processes`); raises UpdateProcessError when one failed."""
+        from pytest_ortperf.results import PROCESSES
+        from pytest_ortperf.update_processes import further_processes, merge_process_records
+
+        processes = self.settings.update_processes
+        reporter = config.pluginmanager.get_plugin("terminalreporter")
+
+        def say(line: str) -> None:
+            if reporter is not None:
+                reporter.write_line(line)
+
+        started = time.monotonic()
+        others = further_processes(config, processes, say)
+        merged = merge_process_records(gated, others)
+        taken = sum(1 for payload in merged if payload.get(PROCESSES))
+        self.notes.append(
+            f"baselines taken in {processes} processes ({taken} of {len(gated)} entries "
+            f"got runs from more than one; the further processes took "
+            f"{time.monotonic() - started:.0f} s)"
+        )
+        return merged
 
     def results(self, config: pytest.Config, exit_status: int) -> RunResults:
         """What this run measured and judged, for the report files."""

@@ -44,6 +44,10 @@ MAX_PROFILED_RUNS = 10_000
 """The most profiled runs (``ortperf profile --runs``, ``ortperf ab --profile-runs``): each
 run adds its events to the profile ORT writes and this process parses."""
 
+MAX_UPDATE_PROCESSES = 10
+"""Most processes one ``--ortperf-update`` takes its baselines in
+(``--ortperf-update-processes``): each one runs the selected tests again."""
+
 MAX_PROCESSES = 16
 """Most worker-process pairs one A/B may start (each pair is two processes:
 ``ortperf ab --processes``, ``ab(processes=)``)."""

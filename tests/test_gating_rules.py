@@ -445,3 +445,18 @@ def test_an_outlier_run_of_the_baseline_is_set_aside_and_named() -> None:
     split = [noisy(rng, c, 70, 0.01) for c in [0.98] * 5 + [1.02] * 5]
     wide = ratio_baseline([x for run in split for x in run], [70] * 10)
     assert wide.set_aside == 0 and wide.between > 0.02**2 / 4
+
+
+def test_a_process_apart_from_the_others_is_averaged_an_odd_run_in_it_set_aside() -> None:
+    # Three processes of ten runs (--ortperf-update-processes=3); the third reads 4% apart,
+    # and one run of the first reads 7% off the others of its process.
+    rng = np.random.default_rng(23)
+    centres = [0.97] * 9 + [1.04] + [0.97] * 10 + [1.01] * 10
+    runs = [noisy(rng, c, 70, 0.005) for c in centres]
+    blocks = [x for run in runs for x in run]
+    pooled = ratio_baseline(blocks, [70] * 30)
+    assert pooled.set_aside > 1  # across processes the third's runs looked like outliers
+    base = ratio_baseline(blocks, [70] * 30, [10, 10, 10])
+    assert base.set_aside == 1 and base.runs == 29
+    assert base.ratio == pytest.approx(math.exp((19 * math.log(0.97) + 10 * math.log(1.01)) / 29),
+                                       rel=0.002)  # fmt: skip

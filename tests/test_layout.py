@@ -3,7 +3,8 @@ loading the plugin is cheap.
 
 Layers, top to bottom (CONTRIBUTING.md, "Layout"):
 
-- glue: ``plugin``, ``cli``, ``config``, ``state``, ``recorder``, ``xdist_serial``
+- glue: ``plugin``, ``cli``, ``config``, ``state``, ``recorder``, ``xdist_serial``,
+  ``update_processes``
 - families: ``reports`` (may use ``profiling``, ``gating``), ``remote`` (the upgrade gate's
   workers and ``ab()``: may use ``gating``, ``profiling``), ``gating``, ``profiling``,
   ``testing``
@@ -27,7 +28,7 @@ import pytest
 import pytest_ortperf
 
 PACKAGE = Path(pytest_ortperf.__file__).parent
-GLUE = {"plugin", "cli", "config", "state", "recorder", "xdist_serial"}
+GLUE = {"plugin", "cli", "config", "state", "recorder", "xdist_serial", "update_processes"}
 MAY_USE = {
     "reports": {"profiling", "gating"},
     "remote": {"profiling", "gating"},

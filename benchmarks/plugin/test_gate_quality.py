@@ -851,9 +851,11 @@ def test_gate_quality_three_conditions(
     noisy conditions], ``ORTPERF_GQ3_NOISY_BASELINES`` [5; 0 skips the third condition],
     ``ORTPERF_GQ3_PADS`` [the pads of :data:`PAD_GRID` nearest each target; or three pads,
     such as ``16,32,256``, to hold the slowdowns of an earlier run], ``ORTPERF_GQ3_PHASES``
-    [``quiet,noisy-checks,noisy-baselines``: the conditions to run]. The two smaller pads'
-    effects are also measured through ``run`` (the latency test's API) and printed; what the
-    neighbours do to them, over fresh processes, is ``test_noisy_pad_effects.py``'s. Prints
+    [``quiet,noisy-checks,noisy-baselines``: the conditions to run],
+    ``ORTPERF_GQ3_UPDATE_PROCESSES`` [1: ``--ortperf-update-processes`` of every baseline].
+    The two smaller pads' effects are also measured through ``run`` (the latency test's API)
+    and printed; what the neighbours do to them, over fresh processes, is
+    ``test_noisy_pad_effects.py``'s. Prints
     rates with 95% Wilson intervals; asserts only that every run exited 0 or 1 with both
     verdicts.
     """
@@ -904,8 +906,10 @@ def test_gate_quality_three_conditions(
         )
     )
 
+    processes = f"--ortperf-update-processes={_env_int('ORTPERF_GQ3_UPDATE_PROCESSES', 1)}"
+
     def update(directory: Path, i: int, phase: str) -> str:
-        rc, _, _, tail = bench.pytest(directory, "--ortperf-update")
+        rc, _, _, tail = bench.pytest(directory, "--ortperf-update", processes)
         assert rc == 0, f"{phase} baseline {i}: --ortperf-update exited {rc}:\n{tail}"
         return tail
 

@@ -18,7 +18,8 @@ entries whose raw numbers are there.
 A ``compare`` entry holds ``ratio``/``low``/``high``/``confidence``/``n``, the paired
 ``block_ratios``, ``runs`` (how many consecutive block ratios each independent run took:
 ``--ortperf-update`` measures several on fresh session pairs, whose spread is the
-between-run variance; absent in schema 1: one run), ``medians`` (seconds per call per role),
+between-run variance; absent in schema 1: one run), ``processes`` (runs per process, when
+``--ortperf-update-processes`` took them in several), ``medians`` (seconds per call per role),
 ``op_histograms`` and ``sessions`` (settings) per role. A ``latency`` entry holds
 ``median``/``n``, ``samples`` (seconds per call), ``session`` and its ``mode``: a
 ``normalized`` one also ``block_ratios``/``runs`` of the target over its ``control``

@@ -14,7 +14,7 @@ from pytest_ortperf.gating.baseline_schema import BESIDE, BESIDE_RATIOS, KINDS, 
 from pytest_ortperf.gating.memory_rule import memory_entry
 from pytest_ortperf.gating.placement import Placement, add_placement, read_placement
 from pytest_ortperf.gating.rules import judge_structure
-from pytest_ortperf.results import Verdict
+from pytest_ortperf.results import PROCESSES, Verdict
 from pytest_ortperf.stats import median
 from pytest_ortperf.units import format_bytes, format_ratio, format_seconds
 
@@ -82,9 +82,15 @@ def _plain(value: Any) -> Any:
 
 
 def _runs(record_dict: Mapping[str, Any], n: int) -> dict[str, Any]:
-    """``runs`` of an entry: the record's run sizes when it took several."""
+    """``runs`` of an entry: the record's run sizes when it took several, and
+    ``processes`` (runs per process) when they were taken in several processes."""
     sizes = [int(v) for v in record_dict.get("runs") or ()]
-    return {"runs": sizes} if len(sizes) > 1 and sum(sizes) == n else {}
+    if len(sizes) < 2 or sum(sizes) != n:
+        return {}
+    processes = [int(v) for v in record_dict.get(PROCESSES) or ()]
+    if len(processes) > 1 and sum(processes) == len(sizes):
+        return {"runs": sizes, PROCESSES: processes}
+    return {"runs": sizes}
 
 
 def _session_settings(session: Mapping[str, Any] | None) -> dict[str, Any] | None:

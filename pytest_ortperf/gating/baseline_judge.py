@@ -25,7 +25,7 @@ from pytest_ortperf.gating.rules import (
     ratio_baseline,
 )
 from pytest_ortperf.gating.settings import DEFAULT_ALPHA
-from pytest_ortperf.results import Outcome, Verdict
+from pytest_ortperf.results import PROCESSES, Outcome, Verdict
 from pytest_ortperf.stats import median
 from pytest_ortperf.units import format_change, format_seconds
 
@@ -41,7 +41,7 @@ def ratio_baseline_of(entry: Mapping[str, Any] | None) -> RatioBaseline | None:
         return None
     if entry.get("kind") == "latency" and entry.get("mode") != "normalized":
         return None
-    return ratio_baseline(entry["block_ratios"], entry.get("runs"))
+    return ratio_baseline(entry["block_ratios"], entry.get("runs"), entry.get(PROCESSES))
 
 
 def _fingerprint_verdict(

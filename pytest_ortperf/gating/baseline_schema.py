@@ -87,6 +87,8 @@ class CompareEntry(Entry, kw_only=True):
     confidence: Number = 0.0
     block_ratios: Positives
     runs: RunSizes | None = None
+    processes: RunSizes | None = None
+    """Runs per process, where the update took the entry in several."""
     medians: dict[str, Positive] = {}
     sessions: dict[str, Settings | None] = {}
     op_histograms: dict[str, dict[str, int]] = {}
@@ -114,6 +116,7 @@ class NormalizedEntry(LatencyEntry, kw_only=True):
 
     block_ratios: Positives
     runs: RunSizes | None = None
+    processes: RunSizes | None = None
     control: Control
 
 
@@ -143,6 +146,7 @@ PROBLEMS = {
     "updated": _STRING,
     "environment": "must be an object, got {value}",
     "runs": "must be run sizes adding up to {blocks} block ratios",
+    "processes": "must be counts of runs per process adding up to the entry's runs",
     "medians": "must map roles to positive numbers (seconds)",
     "sessions": "must map roles to session settings (or null)",
     "session": "must be session settings or null, got {value}",
@@ -239,6 +243,9 @@ def entry_problem(entry: Mapping[str, Any]) -> str | None:
     runs = getattr(checked, "runs", None)
     if runs is not None and sum(runs) != len(checked.block_ratios):  # type: ignore[attr-defined]
         return _field_problem(entry, "runs")
+    processes = getattr(checked, "processes", None)
+    if processes is not None and (runs is None or sum(processes) != len(runs)):
+        return _field_problem(entry, "processes")
     beside = getattr(checked, BESIDE, None)
     if beside is not None:
         ratios = getattr(checked, BESIDE_RATIOS, None)

@@ -26,7 +26,7 @@ from pytest_ortperf.gating.rules import (
 )
 from pytest_ortperf.gating.settings import HISTORY_TAG, GateSettings
 from pytest_ortperf.measuring.engine import Engine, EngineConfig, StopRule, TimingEngine
-from pytest_ortperf.results import Comparison, LatencyResult, Outcome, Verdict
+from pytest_ortperf.results import PROCESSES, Comparison, LatencyResult, Outcome, Verdict
 from pytest_ortperf.units import format_change, format_interval
 
 R = TypeVar("R", LatencyResult, Comparison)
@@ -145,7 +145,7 @@ def detects_of(record: LatencyResult | Comparison, alpha: float) -> float | None
     ratios = data.get("block_ratios")
     if not ratios:
         return None
-    baseline = ratio_baseline(ratios, data.get("runs"))
+    baseline = ratio_baseline(ratios, data.get("runs"), data.get(PROCESSES))
     return detectable_change(baseline, alpha=alpha, pairs=CHECK_PAIRS)
 
 

@@ -172,30 +172,45 @@ def split_runs(logs: FloatArray, run_sizes: Sequence[int] | None, what: str) -> 
 
 
 def ratio_baseline(
-    block_ratios: Sequence[float], run_sizes: Sequence[int] | None = None
+    block_ratios: Sequence[float],
+    run_sizes: Sequence[int] | None = None,
+    processes: Sequence[int] | None = None,
 ) -> RatioBaseline:
     """The :class:`RatioBaseline` of stored block ratios taken as ``run_sizes`` consecutive
-    runs (``--ortperf-update`` measures several, each on a fresh session pair; None: one).
+    runs (``--ortperf-update`` measures several, each on a fresh session pair; None: one),
+    ``processes`` of them in each process where the update took them in several.
 
     With several runs, the spread of their estimates less their own noise measures the
     between-run variance (never below :data:`BETWEEN_RUN_FLOOR`), with runs - 1 degrees
     of freedom: the t quantiles of the test carry its uncertainty. With one run,
-    :data:`BETWEEN_RUN_UNKNOWN` is assumed. A run far from the others (a session pair that
-    read 7% off while nine agreed within 0.5%, seen here once in a hundred) is set aside
-    rather than allowed to widen every later verdict.
+    :data:`BETWEEN_RUN_UNKNOWN` is assumed. A run far from the others of its process (a
+    session pair that read 7% off while nine agreed within 0.5%, seen here once in a
+    hundred) is set aside rather than allowed to widen every later verdict; a process whose
+    runs all read apart from another's is what several processes are there to average.
     """
     ratios = tuple(float(x) for x in block_ratios)
-    return _ratio_baseline(ratios, tuple(int(s) for s in run_sizes) if run_sizes else None)
+    return _ratio_baseline(
+        ratios,
+        tuple(int(s) for s in run_sizes) if run_sizes else None,
+        tuple(int(p) for p in processes) if processes else None,
+    )
 
 
 @functools.lru_cache(maxsize=256)
 def _ratio_baseline(
-    block_ratios: tuple[float, ...], run_sizes: tuple[int, ...] | None
+    block_ratios: tuple[float, ...],
+    run_sizes: tuple[int, ...] | None,
+    processes: tuple[int, ...] | None,
 ) -> RatioBaseline:
     # Cached: a check asks for its entry's baseline at every look of every session pair.
     logs = np.log(_positive(block_ratios, "baseline block ratios"))
     runs = [run_estimate(part) for part in split_runs(logs, run_sizes, "baseline")]
-    kept = _without_outlier_runs(runs)
+    if processes and sum(processes) == len(runs) and all(p > 0 for p in processes):
+        ends = np.cumsum(processes)
+        kept = [r for a, b in zip(ends - processes, ends, strict=True)
+                for r in _without_outlier_runs(runs[a:b])]  # fmt: skip
+    else:
+        kept = _without_outlier_runs(runs)
     set_aside = len(runs) - len(kept)
     runs = kept
     # Several runs: the mean of their estimates (a pooled Hodges-Lehmann estimate would

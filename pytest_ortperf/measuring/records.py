@@ -92,3 +92,18 @@ def merge_runs(parts: Sequence[R]) -> R:
         )  # fmt: skip
         return merged  # type: ignore[return-value]
     return _merge_latency([p for p in parts if isinstance(p, LatencyResult)])  # type: ignore[return-value]
+
+
+def run_sizes(record: LatencyResult | Comparison) -> tuple[int, ...]:
+    """The sizes of a record's runs: its ``runs``, else one run of all its blocks."""
+    if record.runs:
+        return record.runs
+    return (len(record.block_ratios if isinstance(record, Comparison) else record.samples),)
+
+
+def merge_processes(parts: Sequence[R]) -> R:
+    """One record of the same measurement taken in several processes, each of them one
+    record of its own runs (``--ortperf-update-processes``): every run in order, ``runs``
+    the sizes of all of them."""
+    runs = tuple(n for p in parts for n in run_sizes(p))
+    return dataclasses.replace(merge_runs(parts), runs=runs)

@@ -51,6 +51,7 @@ __all__ = [
     "GATED",
     "MIN_TAIL_CALLS",
     "OP_SHARES",
+    "PROCESSES",
     "PROFILE_PROPERTY",
     "RECORD_TYPES",
     "SLO_OUTCOMES",
@@ -90,6 +91,9 @@ GATED = "gated"
 """Key set in a record's dict when it came from ``latency``/``compare`` (baseline-able)."""
 OP_SHARES = "op_shares"
 """Key of a compare record's dict (and baseline entry) holding each arm's op-type shares."""
+PROCESSES = "processes"
+"""Key of a record's dict (and baseline entry) taken in several processes
+(``--ortperf-update-processes``): how many of its ``runs`` each process took."""
 
 
 Record = (

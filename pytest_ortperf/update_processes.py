@@ -1,0 +1,153 @@
+"""``--ortperf-update-processes N``: each baseline taken in N processes.
+
+A baseline's runs in one process share what that process got (memory layout, the cores it
+ran on), which no session pair inside it can show, and every later check is judged against
+that one offset. With N > 1 the update's own process runs the selected tests as usual;
+then N - 1 fresh pytest processes, one after the other, run them again with the same
+arguments. Each of those writes its gated records to a part file in this run's scratch
+directory (:mod:`pytest_ortperf.scratch`) in place of the baseline files, the store and
+the reports. The runs of each ``compare`` and normalized latency are then merged, process
+after process (:func:`~pytest_ortperf.measuring.records.merge_processes`), and the entry
+keeps how many runs each process took (``processes``).
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_ortperf import scratch
+from pytest_ortperf.files import write_atomic
+
+PART_OPTION = "--ortperf-update-part"
+"""The hidden option that makes a pytest process one of the further processes."""
+USABLE_EXITS = (0, 1, 5)
+"""Exit statuses whose part counts: all passed, some failed (they are not in the part:
+only passed tests' records are), none collected."""
+TAIL_LINES = 15
+"""Lines of a failed process's output an error shows."""
+
+Payload = dict[str, Any]
+
+
+class UpdateProcessError(Exception):
+    """A further process of the update gave no records: the baselines are not written."""
+
+
+def write_part(path: Path, records: Sequence[Mapping[str, Any]]) -> None:
+    """Write a further process's gated records (their dict form) to ``path``, atomically."""
+    write_atomic(Path(path), json.dumps({"records": [dict(r) for r in records]}))
+
+
+def read_part(path: Path) -> list[Payload]:
+    """The records a further process wrote to ``path``."""
+    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    records = data.get("records") if isinstance(data, dict) else None
+    if not isinstance(records, list) or not all(isinstance(r, dict) for r in records):
+        raise ValueError(f"{path}: not a part file of ortperf records")
+    return records
+
+
+def _tail(log: Path) -> str:
+    try:
+        lines = log.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return "(no output)"
+    return "\n".join(lines[-TAIL_LINES:]) or "(no output)"
+
+
+def further_processes(
+    config: pytest.Config, processes: int, say: Callable[[str], None]
+) -> list[list[Payload]]:
+    """Run the selected tests again in ``processes - 1`` fresh pytest processes, one after
+    the other, and return the records each wrote. ``say`` gets a line as each starts.
+
+    Raises :class:`UpdateProcessError`, naming the process, its command and the end of its
+    output, when one exits abnormally or writes no records (or on Ctrl-C, after stopping
+    it). Nothing is left behind: the part files and logs live in a scratch directory
+    removed on the way out."""
+    directory = scratch.mkdtemp("update-")
+    args = [str(a) for a in config.invocation_params.args]
+    parts: list[list[Payload]] = []
+    try:
+        for index in range(2, processes + 1):
+            part, log = directory / f"part-{index}.json", directory / f"process-{index}.log"
+            command = [sys.executable, "-m", "pytest", *args, f"{PART_OPTION}={part}"]
+            what = f"process {index} of {processes}"
+            say(f"ortperf: taking the baselines again in {what} ...")
+            started = time.monotonic()
+            try:
+                with log.open("wb") as out:
+                    status = subprocess.run(
+                        command,
+                        cwd=config.invocation_params.dir,
+                        stdin=subprocess.DEVNULL,
+                        stdout=out,
+                        stderr=subprocess.STDOUT,
+                        check=False,
+                    ).returncode
+            except KeyboardInterrupt:  # subprocess.run stopped it
+                raise UpdateProcessError(f"interrupted while {what} ran") from None
+            if status not in USABLE_EXITS or not part.exists():
+                raise UpdateProcessError(
+                    f"{what} (`{shlex.join(command)}`) exited with status {status} and wrote "
+                    f"no records; the end of its output:\n{_tail(log)}"
+                )
+            try:
+                parts.append(read_part(part))
+            except (OSError, ValueError) as exc:
+                raise UpdateProcessError(f"{what}: its records cannot be read: {exc}") from None
+            say(f"ortperf: {what} took {time.monotonic() - started:.1f} s")
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+    return parts
+
+
+def _key(payload: Mapping[str, Any]) -> tuple[str, ...]:
+    return tuple(str(payload.get(k)) for k in ("kind", "test", "name", "api"))
+
+
+def _mergeable(payload: Mapping[str, Any]) -> bool:
+    """A compare or a normalized latency: what a baseline keeps the runs of."""
+    kind = payload.get("kind")
+    return bool(payload.get("measured")) and (
+        kind == "compare" or (kind == "latency" and bool(payload.get("control")))
+    )
+
+
+def merge_process_records(
+    own: Sequence[Mapping[str, Any]], others: Sequence[Sequence[Mapping[str, Any]]]
+) -> list[Payload]:
+    """This process's gated records (``own``) with the runs the further processes
+    (``others``) took of each: a compare or normalized latency gets every process's runs
+    (in process order) and ``processes``, the runs each took; any other record, or one no
+    other process recorded (its test failed there), stays this process's alone."""
+    from pytest_ortperf.measuring.records import merge_processes, run_sizes
+    from pytest_ortperf.results import PROCESSES, Comparison, LatencyResult, record_from_dict
+
+    found = [{_key(p): p for p in part if _mergeable(p)} for part in others]
+    merged: list[Payload] = []
+    for payload in own:
+        key = _key(payload)
+        parts = [payload, *(f[key] for f in found if key in f)] if _mergeable(payload) else []
+        if len(parts) < 2:
+            merged.append(dict(payload))
+            continue
+        records = [record_from_dict(p) for p in parts]
+        comparisons = [r for r in records if isinstance(r, Comparison)]
+        latencies = [r for r in records if isinstance(r, LatencyResult)]
+        whole: Comparison | LatencyResult = (
+            merge_processes(comparisons) if comparisons else merge_processes(latencies)
+        )
+        processes = [len(run_sizes(r)) for r in (comparisons or latencies)]
+        merged.append({**payload, **whole.to_dict(), PROCESSES: processes})
+    return merged

@@ -1,0 +1,167 @@
+"""``--ortperf-update-processes``: a baseline taken in several processes.
+
+The merge of the processes' records is checked on constructed records; the update itself
+with real sessions in real further pytest processes (a tiny model and a short budget: what
+is checked is where the runs went, never how fast they were).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_gating_baseline import ENV, compare_record, latency_record, normalized_record
+
+from pytest_ortperf import scratch
+from pytest_ortperf.gating.baseline_entries import entry_from_record
+from pytest_ortperf.gating.baseline_schema import entry_problem
+from pytest_ortperf.results import GATED, PROCESSES
+from pytest_ortperf.stats import paired_ratio
+from pytest_ortperf.update_processes import merge_process_records, read_part, write_part
+
+
+def runs_of(payload: dict[str, Any], sizes: list[int]) -> dict[str, Any]:
+    """``payload`` as a baseline's record: gated, its blocks split into runs of ``sizes``."""
+    return {**payload, "runs": sizes, GATED: True}
+
+
+def test_a_compare_gets_every_process_runs_in_order() -> None:
+    own = runs_of(compare_record([0.90, 0.91, 0.92, 0.93]), [2, 2])
+    second = runs_of(compare_record([0.95, 0.96, 0.97]), [1, 2])
+    third = runs_of(compare_record([0.99, 1.0]), [2])
+    [merged] = merge_process_records([own], [[second], [third]])
+    ratios = [0.90, 0.91, 0.92, 0.93, 0.95, 0.96, 0.97, 0.99, 1.0]
+    assert merged["block_ratios"] == pytest.approx(ratios)
+    assert merged["runs"] == [2, 2, 1, 2, 2]
+    assert merged[PROCESSES] == [2, 2, 1]
+    assert merged["ratio"] == pytest.approx(paired_ratio(ratios, 0.95).ratio)
+    assert len(merged["candidate"]["samples"]) == len(ratios)
+    assert merged[GATED] is True
+
+    entry = entry_from_record(merged, ENV)
+    assert entry["runs"] == [2, 2, 1, 2, 2]
+    assert entry[PROCESSES] == [2, 2, 1]
+    assert entry["n"] == len(ratios)
+    assert entry_problem(entry) is None
+
+
+def test_a_normalized_latency_gets_every_process_runs_and_control() -> None:
+    own = runs_of(normalized_record([1e-3, 1.1e-3]), [1, 1])
+    other = runs_of(normalized_record([1.2e-3, 1.3e-3, 1.4e-3]), [3])
+    [merged] = merge_process_records([own], [[other]])
+    assert merged["runs"] == [1, 1, 3]
+    assert merged[PROCESSES] == [2, 1]
+    assert len(merged["control"]["samples"]) == 5
+    assert len(merged["block_ratios"]) == 5
+
+
+def test_what_is_not_merged_stays_this_process_alone() -> None:
+    absolute = {**latency_record([1e-3, 1.1e-3]), GATED: True}
+    compare = runs_of(compare_record([0.9, 0.91]), [1, 1])
+    elsewhere = runs_of(compare_record([0.8, 0.81], test="tests/test_x.py::test_other"), [1, 1])
+    merged = merge_process_records(
+        [absolute, compare], [[{**latency_record([5e-3]), GATED: True}, elsewhere]]
+    )
+    # An absolute latency keeps its own samples; a compare no other process recorded
+    # (its test failed there) keeps its own runs and says nothing about processes.
+    assert merged[0]["samples"] == absolute["samples"]
+    assert merged[1]["block_ratios"] == compare["block_ratios"]
+    assert PROCESSES not in merged[0] and PROCESSES not in merged[1]
+
+
+def test_an_entry_whose_processes_do_not_add_up_is_refused() -> None:
+    own = runs_of(compare_record([0.90, 0.91, 0.92, 0.93]), [2, 2])
+    entry = {**entry_from_record(own, ENV), PROCESSES: [1, 2]}
+    assert "field 'processes' must be counts of runs per process" in str(entry_problem(entry))
+
+
+def test_a_part_file_round_trips_and_a_foreign_one_is_refused(tmp_path: Path) -> None:
+    record = runs_of(compare_record([0.9, 0.91]), [1, 1])
+    write_part(tmp_path / "part.json", [record])
+    assert read_part(tmp_path / "part.json") == [record]
+    (tmp_path / "other.json").write_text('{"entries": {}}')
+    with pytest.raises(ValueError, match="not a part file"):
+        read_part(tmp_path / "other.json")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--ortperf-update", "--ortperf-update-processes", "0"], "from 1 to 10, got '0'"),
+        (["--ortperf-update", "--ortperf-update-processes=11"], "from 1 to 10, got '11'"),
+        (["--ortperf-update", "--ortperf-update-processes=two"], "whole number of processes"),
+        (["--ortperf", "--ortperf-update-processes=2"], "pass it with --ortperf-update"),
+    ],
+)
+def test_a_bad_process_count_is_a_usage_error(
+    pytester: pytest.Pytester, args: list[str], message: str
+) -> None:
+    pytester.makepyfile("def test_nothing():\n    pass\n")
+    result = pytester.runpytest("-p", "no:cacheprovider", *args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*--ortperf-update-processes*{message}*"])
+
+
+TINY = """
+import os
+import pytest
+from pytest_ortperf import models
+
+
+@pytest.mark.ortperf(budget=0.05)
+def test_tiny(ort_session, ort_feeds, ortperf, request):
+    if request.config.getoption("ortperf_update_part") and os.environ.get("TINY_CRASH"):
+        os._exit(3)  # a further process that dies
+    reference = ort_session(models.tiny_add(), optimization="disable")
+    candidate = ort_session(models.tiny_add())
+    ortperf.compare(reference, candidate, ort_feeds(reference), name="add")
+"""
+RUN = ("-p", "no:cacheprovider", "--ortperf-store=none")
+
+
+def _update_dirs() -> set[Path]:
+    return {p for p in scratch.root().glob("run-*/update-*")}
+
+
+def test_an_update_in_two_processes_keeps_both_processes_runs(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_tiny=TINY)
+    before = _update_dirs()
+    result = pytester.runpytest(*RUN, "--ortperf-update", "--ortperf-update-processes", "2")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*taking the baselines again in process 2 of 2*",
+            "*baselines taken in 2 processes (1 of 1 entries got runs from more than one*",
+        ]
+    )
+    entry = json.loads((pytester.path / "__ortperf__" / "test_tiny.json").read_text())["entries"][
+        "test_tiny::add"
+    ]
+    processes = entry[PROCESSES]
+    assert len(processes) == 2 and all(n >= 2 for n in processes)
+    assert sum(processes) == len(entry["runs"])
+    assert _update_dirs() == before  # the parts and logs are gone
+
+    # A later check reads the two-process baseline like any other.
+    checked = pytester.runpytest(*RUN, "--ortperf")
+    checked.assert_outcomes(passed=1)
+
+
+def test_a_further_process_that_dies_leaves_the_baseline_as_it_was(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytester.makepyfile(test_tiny=TINY)
+    pytester.runpytest(*RUN, "--ortperf-update").assert_outcomes(passed=1)
+    files = sorted((pytester.path / "__ortperf__").iterdir())
+    before = {p.name: p.read_bytes() for p in files}
+
+    monkeypatch.setenv("TINY_CRASH", "1")
+    result = pytester.runpytest(*RUN, "--ortperf-update", "--ortperf-update-processes=2")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(
+        ["*baselines NOT written: UpdateProcessError: process 2 of 2 (`*`) exited with status 3*"]
+    )
+    after = {p.name: p.read_bytes() for p in sorted((pytester.path / "__ortperf__").iterdir())}
+    assert after == before
