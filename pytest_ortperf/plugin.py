@@ -407,8 +407,9 @@ def pytest_sessionfinish(session: pytest.Session) -> None:  # write their files 
     state = config.stash[STATE_KEY]
     # A baseline the user asked to take must be there: one that cannot be written fails
     # the run (never an INTERNALERROR: a note says what failed).
+    interrupted = session.exitstatus == pytest.ExitCode.INTERRUPTED
     try:
-        state.maintain_baselines(config)
+        state.maintain_baselines(config, interrupted=interrupted)
     except Exception as exc:
         state.notes.append(_masked(state, f"baselines NOT written: {type(exc).__name__}: {exc}"))
         if session.exitstatus == pytest.ExitCode.OK:
@@ -417,7 +418,6 @@ def pytest_sessionfinish(session: pytest.Session) -> None:  # write their files 
         return
     # The store is history: any failure of it is a note and never changes the exit status
     # (save_to_store never raises; this guard keeps that true whatever happens).
-    interrupted = session.exitstatus == pytest.ExitCode.INTERRUPTED
     try:
         state.save_to_store(config, interrupted=interrupted)
     except Exception as exc:

@@ -292,7 +292,7 @@ class OrtperfState:
         for _path, why in done.damaged:  # why names the file and where it was set aside
             self.notes.append(redact_url(f"spooled run not written: {why}", target))
 
-    def maintain_baselines(self, config: pytest.Config) -> None:
+    def maintain_baselines(self, config: pytest.Config, *, interrupted: bool = False) -> None:
         """``--ortperf-update``: write the baselines of the tests that ran and prune those of
         tests that no longer exist, each file on its own and under its lock (see
         :func:`~pytest_ortperf.gating.baseline.update_baseline`); otherwise report unused
@@ -319,7 +319,9 @@ class OrtperfState:
         from pytest_ortperf.gating.baseline_entries import split_nodeid
 
         gated = self.baseline_records
-        if self.settings.update_processes > 1 and gated:
+        if self.settings.update_processes > 1 and gated and interrupted:
+            self.notes.append("interrupted: baselines taken in this process only")
+        elif self.settings.update_processes > 1 and gated:
             gated = self._in_further_processes(config, gated)
         # Each module is planned with its own records and tests only (one pass over them).
         records: dict[str, list[dict[str, Any]]] = {}

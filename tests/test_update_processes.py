@@ -165,3 +165,16 @@ def test_a_further_process_that_dies_leaves_the_baseline_as_it_was(
     )
     after = {p.name: p.read_bytes() for p in sorted((pytester.path / "__ortperf__").iterdir())}
     assert after == before
+
+
+def test_an_interrupted_update_starts_no_further_process(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_tiny=TINY + "\n\ndef test_stop():\n    raise KeyboardInterrupt\n")
+    # In a process of its own: an inline run would carry the interrupt into this session.
+    result = pytester.runpytest_subprocess(*RUN, "--ortperf-update", "--ortperf-update-processes=3")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    assert "taking the baselines again" not in result.stdout.str()
+    result.stdout.fnmatch_lines(["*interrupted: baselines taken in this process only*"])
+    entry = json.loads((pytester.path / "__ortperf__" / "test_tiny.json").read_text())["entries"][
+        "test_tiny::add"
+    ]
+    assert PROCESSES not in entry

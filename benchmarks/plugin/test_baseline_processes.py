@@ -1,7 +1,7 @@
 """How far apart independent baselines read the same ratio, taken in one process each or in
 several (``--ortperf-update-processes``).
 
-Run (about 12 minutes; skipped without ``--ortperf``)::
+Run (about 10 minutes quiet; skipped without ``--ortperf``)::
 
     pytest --ortperf -s -p no:cacheprovider benchmarks/plugin/test_baseline_processes.py
 
