@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from functools import cache
+from functools import cache, lru_cache
 from statistics import NormalDist
 from typing import Any
 
@@ -158,6 +158,10 @@ def _midranks(values: FloatArray) -> tuple[FloatArray, float]:
     return ranks, tie_term
 
 
+PAIRS_CACHED = 8
+"""Sizes whose Walsh-average index pairs are kept (see ``_pairs``)."""
+
+
 @cache
 def _signed_rank_cdf(n: int) -> FloatArray:
     """Exact null CDF of the Wilcoxon signed-rank statistic T+ for n values (no ties)."""
@@ -172,10 +176,11 @@ def _signed_rank_cdf(n: int) -> FloatArray:
     return cdf
 
 
-@cache
+@lru_cache(maxsize=PAIRS_CACHED)
 def _pairs(n: int) -> tuple[np.ndarray[Any, np.dtype[np.intp]], np.ndarray[Any, np.dtype[np.intp]]]:
     """The index pairs ``i <= j`` of ``n`` values (their Walsh averages), built once per n:
-    the gate asks its stop rule many times at the same sizes."""
+    the gate asks its stop rule many times at the same sizes. Only the last few sizes are
+    kept: n(n+1)/2 pairs take 36 MB at 1500 values, and a run meets many sizes."""
     i, j = np.triu_indices(n)
     i.flags.writeable = False
     j.flags.writeable = False

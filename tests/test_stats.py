@@ -78,3 +78,12 @@ def test_intervals_cover_the_true_shift() -> None:
     )
     # nominal 98% (two-sided 1 - 2 * alpha)
     assert paired / trials >= 0.96
+
+
+def test_the_walsh_pairs_of_only_a_few_sizes_are_kept() -> None:
+    # n(n+1)/2 index pairs a size: kept for every size a run met, they took gigabytes.
+    from pytest_ortperf import stats
+
+    for n in range(200, 200 + 3 * stats.PAIRS_CACHED):
+        stats.paired_ratio([1.0 + 0.001 * (i % 7) for i in range(n)], 0.95)
+    assert stats._pairs.cache_info().currsize <= stats.PAIRS_CACHED
