@@ -85,7 +85,7 @@ def test_a_baseline_in_three_processes_carries_a_third_of_their_variance() -> No
         spread[scenario.update_processes] = float(np.std(estimates))
         tally = simulate(scenario, baselines=40, checks=5, seed=21)
         alarms[scenario.update_processes] = tally.total[Outcome.REGRESSED]
-    # 1.82% and 1.15% with this seed (about 2.06% and 1.21% expected, with the pairs' 0.5%).
+    # 1.82% and 1.15% with this seed: 2/sqrt(3) = 1.15% is the process's share alone.
     assert 0.5 < spread[3] / spread[1] < 0.7, spread
     assert alarms[3] <= alarms[1], alarms
 
