@@ -412,8 +412,13 @@ def pytest_sessionfinish(session: pytest.Session) -> None:  # write their files 
         state.maintain_baselines(config, interrupted=interrupted)
     except Exception as exc:
         state.notes.append(_masked(state, f"baselines NOT written: {type(exc).__name__}: {exc}"))
-        if session.exitstatus == pytest.ExitCode.OK:
+        if type(exc).__name__ == "UpdateInterrupted":  # Ctrl-C in an update's further process
+            session.exitstatus = pytest.ExitCode.INTERRUPTED
+            interrupted = True
+        elif session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    if state.blind_after_merge and session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED  # --ortperf-fail-blind, see the notes
     if state.settings.update_part:  # a further process of an update: nothing else is its own
         return
     # The store is history: any failure of it is a note and never changes the exit status

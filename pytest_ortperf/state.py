@@ -94,6 +94,9 @@ class OrtperfState:
         self.records: list[Record] = []
         self.judgements: list[Judgement] = []
         self.baseline_records: list[dict[str, Any]] = []
+        self.blind_after_merge = False
+        """With ``--ortperf-fail-blind``: a baseline pooled over processes cannot see its
+        threshold (the run fails; see :meth:`_in_further_processes`)."""
         self.profiles: dict[tuple[str, str], list[dict[str, Any]]] = {}
         self.attributions: dict[tuple[str, str], list[str]] = {}
         """(test, name) of a regression -> the op types its attribution found moving."""
@@ -381,8 +384,14 @@ class OrtperfState:
     ) -> list[dict[str, Any]]:
         """``gated`` with the runs that the update's further processes took of each
         (:mod:`pytest_ortperf.update_processes`); raises UpdateProcessError when one failed."""
+        from pytest_ortperf.gating.baseline import some_keys
+        from pytest_ortperf.gating.gate import DETECTS, blind_baseline_message
         from pytest_ortperf.results import PROCESSES
-        from pytest_ortperf.update_processes import further_processes, merge_process_records
+        from pytest_ortperf.update_processes import (
+            further_processes,
+            merge_process_records,
+            mergeable,
+        )
 
         processes = self.settings.update_processes
         reporter = config.pluginmanager.get_plugin("terminalreporter")
@@ -393,13 +402,24 @@ class OrtperfState:
 
         started = time.monotonic()
         others = further_processes(config, processes, say)
-        merged = merge_process_records(gated, others)
-        taken = sum(1 for payload in merged if payload.get(PROCESSES))
+        gate = self.settings.gate
+        merged = merge_process_records(gated, others, gate.alpha)
+        pooled = [p for p in merged if mergeable(p)]
+        short = [f"{p['test']}::{p['name']}" for p in pooled
+                 if len(p.get(PROCESSES) or [1]) < processes]  # fmt: skip
         self.notes.append(
-            f"baselines taken in {processes} processes ({taken} of {len(gated)} entries "
-            f"got runs from more than one; the further processes took "
+            f"baselines taken in {processes} processes (the further ones took "
             f"{time.monotonic() - started:.0f} s)"
+            + (f"; in fewer, where their test failed: {some_keys(short)}" if short else "")
         )
+        for p in pooled:
+            detects = p.get(DETECTS)
+            if p.get(PROCESSES) and detects is not None and detects > gate.threshold:
+                runs = len(p.get("runs") or ())
+                name = f"{p['test']}::{p['name']}"
+                self.notes.append(f"{blind_baseline_message(name, detects, gate.threshold, runs)}"
+                                  f" (its {processes} processes pooled)")  # fmt: skip
+                self.blind_after_merge |= self.settings.fail_blind
         return merged
 
     def results(self, config: pytest.Config, exit_status: int) -> RunResults:

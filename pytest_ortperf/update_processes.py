@@ -43,6 +43,41 @@ class UpdateProcessError(Exception):
     """A further process of the update gave no records: the baselines are not written."""
 
 
+class UpdateInterrupted(UpdateProcessError):
+    """Ctrl-C while a further process ran (it is stopped): the baselines are not written."""
+
+
+NOT_FORWARDED = {"--basetemp": True, "--pdb": False, "--trace": False}
+"""Options of this process that a further one does not get (whether each takes a value):
+its own temporary directory, never this one's; no debugger without a terminal."""
+
+
+def _forwarded(args: list[str]) -> list[str]:
+    """``args`` without :data:`NOT_FORWARDED` options (``--opt=value`` or ``--opt value``)."""
+    out: list[str] = []
+    skip = False
+    for arg in args:
+        if skip:
+            skip = False
+            continue
+        name, eq, _ = arg.partition("=")
+        if name in NOT_FORWARDED:
+            skip = NOT_FORWARDED[name] and not eq
+            continue
+        out.append(arg)
+    return out
+
+
+def _launcher(args: list[str]) -> list[str]:
+    """How this process was started, so a further one runs the same code: this command
+    line's interpreter flags and script (the ``pytest`` script, or ``-m pytest``) where it
+    ends with ``args``, else ``python -m pytest`` (pytest started from Python code)."""
+    argv = [str(a) for a in getattr(sys, "orig_argv", [])]
+    if args and len(argv) > len(args) and argv[-len(args) :] == args:
+        return [sys.executable, *argv[1 : -len(args)]]
+    return [sys.executable, "-m", "pytest"]
+
+
 def write_part(path: Path, records: Sequence[Mapping[str, Any]]) -> None:
     """Write a further process's gated records (their dict form) to ``path``, atomically."""
     write_atomic(Path(path), json.dumps({"records": [dict(r) for r in records]}))
@@ -76,12 +111,13 @@ def further_processes(
     it). Nothing is left behind: the part files and logs live in a scratch directory
     removed on the way out."""
     directory = scratch.mkdtemp("update-")
-    args = [str(a) for a in config.invocation_params.args]
+    start = _launcher([str(a) for a in config.invocation_params.args])
+    args = _forwarded([str(a) for a in config.invocation_params.args])
     parts: list[list[Payload]] = []
     try:
         for index in range(2, processes + 1):
             part, log = directory / f"part-{index}.json", directory / f"process-{index}.log"
-            command = [sys.executable, "-m", "pytest", *args, f"{PART_OPTION}={part}"]
+            command = [*start, *args, f"{PART_OPTION}={part}"]
             what = f"process {index} of {processes}"
             say(f"ortperf: taking the baselines again in {what} ...")
             started = time.monotonic()
@@ -96,7 +132,7 @@ def further_processes(
                         check=False,
                     ).returncode
             except KeyboardInterrupt:  # subprocess.run stopped it
-                raise UpdateProcessError(f"interrupted while {what} ran") from None
+                raise UpdateInterrupted(f"interrupted while {what} ran") from None
             if status not in USABLE_EXITS or not part.exists():
                 raise UpdateProcessError(
                     f"{what} (`{shlex.join(command)}`) exited with status {status} and wrote "
@@ -116,8 +152,9 @@ def _key(payload: Mapping[str, Any]) -> tuple[str, ...]:
     return tuple(str(payload.get(k)) for k in ("kind", "test", "name", "api"))
 
 
-def _mergeable(payload: Mapping[str, Any]) -> bool:
-    """A compare or a normalized latency: what a baseline keeps the runs of."""
+def mergeable(payload: Mapping[str, Any]) -> bool:
+    """A measured compare or normalized latency: what a baseline keeps the runs of, per
+    process."""
     kind = payload.get("kind")
     return bool(payload.get("measured")) and (
         kind == "compare" or (kind == "latency" and bool(payload.get("control")))
@@ -125,20 +162,24 @@ def _mergeable(payload: Mapping[str, Any]) -> bool:
 
 
 def merge_process_records(
-    own: Sequence[Mapping[str, Any]], others: Sequence[Sequence[Mapping[str, Any]]]
+    own: Sequence[Mapping[str, Any]],
+    others: Sequence[Sequence[Mapping[str, Any]]],
+    alpha: float,
 ) -> list[Payload]:
     """This process's gated records (``own``) with the runs the further processes
     (``others``) took of each: a compare or normalized latency gets every process's runs
-    (in process order) and ``processes``, the runs each took; any other record, or one no
-    other process recorded (its test failed there), stays this process's alone."""
+    (in process order), ``processes`` (the runs each took) and the smallest slowdown the
+    pooled runs can detect at ``alpha``; any other record, or one no other process
+    recorded (its test failed there), stays this process's alone."""
+    from pytest_ortperf.gating.gate import DETECTS, detects_of
     from pytest_ortperf.measuring.records import merge_processes, run_sizes
     from pytest_ortperf.results import PROCESSES, Comparison, LatencyResult, record_from_dict
 
-    found = [{_key(p): p for p in part if _mergeable(p)} for part in others]
+    found = [{_key(p): p for p in part if mergeable(p)} for part in others]
     merged: list[Payload] = []
     for payload in own:
         key = _key(payload)
-        parts = [payload, *(f[key] for f in found if key in f)] if _mergeable(payload) else []
+        parts = [payload, *(f[key] for f in found if key in f)] if mergeable(payload) else []
         if len(parts) < 2:
             merged.append(dict(payload))
             continue
@@ -149,5 +190,7 @@ def merge_process_records(
             merge_processes(comparisons) if comparisons else merge_processes(latencies)
         )
         processes = [len(run_sizes(r)) for r in (comparisons or latencies)]
-        merged.append({**payload, **whole.to_dict(), PROCESSES: processes})
+        detects = detects_of(whole, alpha)
+        extra = {} if detects is None else {DETECTS: detects}
+        merged.append({**payload, **whole.to_dict(), PROCESSES: processes, **extra})
     return merged

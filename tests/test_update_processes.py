@@ -17,9 +17,16 @@ from test_gating_baseline import ENV, compare_record, latency_record, normalized
 from pytest_ortperf import scratch
 from pytest_ortperf.gating.baseline_entries import entry_from_record
 from pytest_ortperf.gating.baseline_schema import entry_problem
+from pytest_ortperf.gating.gate import DETECTS
 from pytest_ortperf.results import GATED, PROCESSES
 from pytest_ortperf.stats import paired_ratio
-from pytest_ortperf.update_processes import merge_process_records, read_part, write_part
+from pytest_ortperf.update_processes import (
+    _forwarded,
+    _launcher,
+    merge_process_records,
+    read_part,
+    write_part,
+)
 
 
 def runs_of(payload: dict[str, Any], sizes: list[int]) -> dict[str, Any]:
@@ -27,34 +34,40 @@ def runs_of(payload: dict[str, Any], sizes: list[int]) -> dict[str, Any]:
     return {**payload, "runs": sizes, GATED: True}
 
 
+def blocks(centre: float, n: int) -> list[float]:
+    """``n`` block ratios around ``centre``, a little apart."""
+    return [centre * (1.0 + 0.002 * ((i % 5) - 2)) for i in range(n)]
+
+
 def test_a_compare_gets_every_process_runs_in_order() -> None:
-    own = runs_of(compare_record([0.90, 0.91, 0.92, 0.93]), [2, 2])
-    second = runs_of(compare_record([0.95, 0.96, 0.97]), [1, 2])
-    third = runs_of(compare_record([0.99, 1.0]), [2])
-    [merged] = merge_process_records([own], [[second], [third]])
-    ratios = [0.90, 0.91, 0.92, 0.93, 0.95, 0.96, 0.97, 0.99, 1.0]
+    own = runs_of(compare_record(blocks(0.90, 4) + blocks(0.91, 4)), [4, 4])
+    second = runs_of(compare_record(blocks(0.95, 3) + blocks(0.96, 5)), [3, 5])
+    third = runs_of(compare_record(blocks(0.99, 6)), [6])
+    [merged] = merge_process_records([own], [[second], [third]], 0.01)
+    ratios = own["block_ratios"] + second["block_ratios"] + third["block_ratios"]
     assert merged["block_ratios"] == pytest.approx(ratios)
-    assert merged["runs"] == [2, 2, 1, 2, 2]
+    assert merged["runs"] == [4, 4, 3, 5, 6]
     assert merged[PROCESSES] == [2, 2, 1]
     assert merged["ratio"] == pytest.approx(paired_ratio(ratios, 0.95).ratio)
+    assert merged[DETECTS] > 0  # what the pooled runs can see, not this process's alone
     assert len(merged["candidate"]["samples"]) == len(ratios)
     assert merged[GATED] is True
 
     entry = entry_from_record(merged, ENV)
-    assert entry["runs"] == [2, 2, 1, 2, 2]
+    assert entry["runs"] == [4, 4, 3, 5, 6]
     assert entry[PROCESSES] == [2, 2, 1]
     assert entry["n"] == len(ratios)
     assert entry_problem(entry) is None
 
 
 def test_a_normalized_latency_gets_every_process_runs_and_control() -> None:
-    own = runs_of(normalized_record([1e-3, 1.1e-3]), [1, 1])
-    other = runs_of(normalized_record([1.2e-3, 1.3e-3, 1.4e-3]), [3])
-    [merged] = merge_process_records([own], [[other]])
-    assert merged["runs"] == [1, 1, 3]
+    own = runs_of(normalized_record(blocks(1e-3, 3) + blocks(1.1e-3, 3)), [3, 3])
+    other = runs_of(normalized_record(blocks(1.2e-3, 4)), [4])
+    [merged] = merge_process_records([own], [[other]], 0.01)
+    assert merged["runs"] == [3, 3, 4]
     assert merged[PROCESSES] == [2, 1]
-    assert len(merged["control"]["samples"]) == 5
-    assert len(merged["block_ratios"]) == 5
+    assert len(merged["control"]["samples"]) == 10
+    assert len(merged["block_ratios"]) == 10
 
 
 def test_what_is_not_merged_stays_this_process_alone() -> None:
@@ -62,7 +75,7 @@ def test_what_is_not_merged_stays_this_process_alone() -> None:
     compare = runs_of(compare_record([0.9, 0.91]), [1, 1])
     elsewhere = runs_of(compare_record([0.8, 0.81], test="tests/test_x.py::test_other"), [1, 1])
     merged = merge_process_records(
-        [absolute, compare], [[{**latency_record([5e-3]), GATED: True}, elsewhere]]
+        [absolute, compare], [[{**latency_record([5e-3]), GATED: True}, elsewhere]], 0.01
     )
     # An absolute latency keeps its own samples; a compare no other process recorded
     # (its test failed there) keeps its own runs and says nothing about processes.
@@ -84,6 +97,13 @@ def test_a_part_file_round_trips_and_a_foreign_one_is_refused(tmp_path: Path) ->
     (tmp_path / "other.json").write_text('{"entries": {}}')
     with pytest.raises(ValueError, match="not a part file"):
         read_part(tmp_path / "other.json")
+
+
+def test_a_further_process_gets_no_basetemp_or_debugger_of_this_one() -> None:
+    args = ["-q", "--basetemp", "/tmp/b", "--pdb", "--basetemp=/tmp/c", "--trace", "-k", "x"]
+    assert _forwarded(args) == ["-q", "-k", "x"]
+    # Started from Python code (this test's own command line does not end with these):
+    assert _launcher(["--ortperf-update", "--no-such-arg"])[1:] == ["-m", "pytest"]
 
 
 @pytest.mark.parametrize(
@@ -133,7 +153,7 @@ def test_an_update_in_two_processes_keeps_both_processes_runs(pytester: pytest.P
     result.stdout.fnmatch_lines(
         [
             "*taking the baselines again in process 2 of 2*",
-            "*baselines taken in 2 processes (1 of 1 entries got runs from more than one*",
+            "*baselines taken in 2 processes (the further ones took * s)",
         ]
     )
     entry = json.loads((pytester.path / "__ortperf__" / "test_tiny.json").read_text())["entries"][
