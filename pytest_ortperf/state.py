@@ -96,7 +96,8 @@ class OrtperfState:
         self.baseline_records: list[dict[str, Any]] = []
         self.blind_after_merge = False
         """With ``--ortperf-fail-blind``: a baseline pooled over processes cannot see its
-        threshold (the run fails; see :meth:`_in_further_processes`)."""
+        threshold (the run fails; see
+        :func:`~pytest_ortperf.update_processes.in_further_processes`)."""
         self.profiles: dict[tuple[str, str], list[dict[str, Any]]] = {}
         self.attributions: dict[tuple[str, str], list[str]] = {}
         """(test, name) of a regression -> the op types its attribution found moving."""
@@ -325,7 +326,10 @@ class OrtperfState:
         if self.settings.update_processes > 1 and gated and interrupted:
             self.notes.append("interrupted: baselines taken in this process only")
         elif self.settings.update_processes > 1 and gated:
-            gated = self._in_further_processes(config, gated)
+            from pytest_ortperf.update_processes import in_further_processes
+
+            gated, blind = in_further_processes(config, self.settings, gated, self.notes)
+            self.blind_after_merge = blind and self.settings.fail_blind
         # Each module is planned with its own records and tests only (one pass over them).
         records: dict[str, list[dict[str, Any]]] = {}
         for payload in gated:
@@ -378,49 +382,6 @@ class OrtperfState:
                 f"{len(failed)} file{'s' if len(failed) > 1 else ''} left as "
                 f"{'they were' if len(failed) > 1 else 'it was'} (see above): {some_keys(failed)}"
             )
-
-    def _in_further_processes(
-        self, config: pytest.Config, gated: list[dict[str, Any]]
-    ) -> list[dict[str, Any]]:
-        """``gated`` with the runs that the update's further processes took of each
-        (:mod:`pytest_ortperf.update_processes`); raises UpdateProcessError when one failed."""
-        from pytest_ortperf.gating.baseline import some_keys
-        from pytest_ortperf.gating.gate import DETECTS, blind_baseline_message
-        from pytest_ortperf.results import PROCESSES
-        from pytest_ortperf.update_processes import (
-            further_processes,
-            merge_process_records,
-            mergeable,
-        )
-
-        processes = self.settings.update_processes
-        reporter = config.pluginmanager.get_plugin("terminalreporter")
-
-        def say(line: str) -> None:
-            if reporter is not None:
-                reporter.write_line(line)
-
-        started = time.monotonic()
-        others = further_processes(config, processes, say)
-        gate = self.settings.gate
-        merged = merge_process_records(gated, others, gate.alpha)
-        pooled = [p for p in merged if mergeable(p)]
-        short = [f"{p['test']}::{p['name']}" for p in pooled
-                 if len(p.get(PROCESSES) or [1]) < processes]  # fmt: skip
-        self.notes.append(
-            f"baselines taken in {processes} processes (the further ones took "
-            f"{time.monotonic() - started:.0f} s)"
-            + (f"; in fewer, where their test failed: {some_keys(short)}" if short else "")
-        )
-        for p in pooled:
-            detects = p.get(DETECTS)
-            if p.get(PROCESSES) and detects is not None and detects > gate.threshold:
-                runs = len(p.get("runs") or ())
-                name = f"{p['test']}::{p['name']}"
-                self.notes.append(f"{blind_baseline_message(name, detects, gate.threshold, runs)}"
-                                  f" (its {processes} processes pooled)")  # fmt: skip
-                self.blind_after_merge |= self.settings.fail_blind
-        return merged
 
     def results(self, config: pytest.Config, exit_status: int) -> RunResults:
         """What this run measured and judged, for the report files."""

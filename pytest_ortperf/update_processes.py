@@ -26,6 +26,7 @@ from typing import Any
 import pytest
 
 from pytest_ortperf import scratch
+from pytest_ortperf.config import OrtperfConfig
 from pytest_ortperf.files import write_atomic
 
 PART_OPTION = "--ortperf-update-part"
@@ -194,3 +195,49 @@ def merge_process_records(
         extra = {} if detects is None else {DETECTS: detects}
         merged.append({**payload, **whole.to_dict(), PROCESSES: processes, **extra})
     return merged
+
+
+def in_further_processes(
+    config: pytest.Config,
+    settings: OrtperfConfig,
+    gated: list[Payload],
+    notes: list[str],
+) -> tuple[list[Payload], bool]:
+    """``gated`` (this process's gated records) with the runs the update's further
+    processes took of each, and whether a pooled entry cannot see the run's threshold.
+    Says in ``notes`` how long they took, which tests got fewer processes (their test
+    failed there) and which pooled entries are blind. Raises :class:`UpdateProcessError`
+    when a further process failed."""
+    from pytest_ortperf.gating.baseline import some_keys
+    from pytest_ortperf.gating.gate import DETECTS, blind_baseline_message
+    from pytest_ortperf.results import PROCESSES
+
+    processes = settings.update_processes
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+
+    def say(line: str) -> None:
+        if reporter is not None:
+            reporter.write_line(line)
+
+    started = time.monotonic()
+    others = further_processes(config, processes, say)
+    gate = settings.gate
+    merged = merge_process_records(gated, others, gate.alpha)
+    pooled = [p for p in merged if mergeable(p)]
+    short = [f"{p['test']}::{p['name']}" for p in pooled
+             if len(p.get(PROCESSES) or [1]) < processes]  # fmt: skip
+    notes.append(
+        f"baselines taken in {processes} processes (the further ones took "
+        f"{time.monotonic() - started:.0f} s)"
+        + (f"; in fewer, where their test failed: {some_keys(short)}" if short else "")
+    )
+    blind = False
+    for p in pooled:
+        detects = p.get(DETECTS)
+        if p.get(PROCESSES) and detects is not None and detects > gate.threshold:
+            runs = len(p.get("runs") or ())
+            name = f"{p['test']}::{p['name']}"
+            message = blind_baseline_message(name, detects, gate.threshold, runs)
+            notes.append(f"{message} (its {processes} processes pooled)")
+            blind = True
+    return merged, blind
