@@ -411,8 +411,10 @@ def pytest_sessionfinish(session: pytest.Session) -> None:  # write their files 
     try:
         state.maintain_baselines(config, interrupted=interrupted)
     except Exception as exc:
+        from pytest_ortperf.update_processes import UpdateInterrupted
+
         state.notes.append(_masked(state, f"baselines NOT written: {type(exc).__name__}: {exc}"))
-        if type(exc).__name__ == "UpdateInterrupted":  # Ctrl-C in an update's further process
+        if isinstance(exc, UpdateInterrupted):  # Ctrl-C in an update's further process
             session.exitstatus = pytest.ExitCode.INTERRUPTED
             interrupted = True
         elif session.exitstatus == pytest.ExitCode.OK:

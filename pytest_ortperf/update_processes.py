@@ -112,8 +112,8 @@ def further_processes(
     it). Nothing is left behind: the part files and logs live in a scratch directory
     removed on the way out."""
     directory = scratch.mkdtemp("update-")
-    start = _launcher([str(a) for a in config.invocation_params.args])
-    args = _forwarded([str(a) for a in config.invocation_params.args])
+    given = [str(a) for a in config.invocation_params.args]
+    start, args = _launcher(given), _forwarded(given)
     parts: list[list[Payload]] = []
     try:
         for index in range(2, processes + 1):

@@ -27,7 +27,7 @@ from pytest_ortperf.gating.gate import BASELINE_RUNS, UPDATE_BUDGET_FACTOR, Gate
 from pytest_ortperf.gating.settings import GateSettings
 from pytest_ortperf.measuring.engine import Call, Samples, StopRule, asks_stop_rule
 from pytest_ortperf.measuring.records import comparison, merge_processes, merge_runs
-from pytest_ortperf.results import Comparison, LatencyResult, Outcome
+from pytest_ortperf.results import PROCESSES, Comparison, LatencyResult, Outcome
 from pytest_ortperf.testing import GATED_MIN_BLOCKS
 
 ROUNDS_PER_BUDGET = 240
@@ -152,7 +152,7 @@ def baseline_entry(rng: np.random.Generator, scenario: Scenario) -> dict[str, An
         "kind": "compare", "test": "t", "name": "n", "api": "iobinding",
         "ratio": record.ratio, "block_ratios": list(record.block_ratios),
         "runs": list(record.runs), "op_histograms": {},
-        **({"processes": [len(p.runs) for p in parts]} if len(parts) > 1 else {}),
+        **({PROCESSES: [len(p.runs) for p in parts]} if len(parts) > 1 else {}),
     }  # fmt: skip
 
 
