@@ -54,7 +54,7 @@ _LAZY: dict[str, str] = {
     "ratio_baseline": "pytest_ortperf.gating.rules",
     "RatioBaseline": "pytest_ortperf.gating.rules",
     "judge_against_runs": "pytest_ortperf.gating.history",
-    "judge_structure": "pytest_ortperf.gating.rules",
+    "judge_structure": "pytest_ortperf.gating.structure",
     "judge_tail": "pytest_ortperf.gating.tails",
     "judge_memory": "pytest_ortperf.gating.memory_rule",
     # the results store

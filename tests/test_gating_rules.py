@@ -14,12 +14,12 @@ from pytest_ortperf.gating.rules import (
     RatioBaseline,
     decide_early,
     judge_ratio,
-    judge_structure,
     new,
     not_comparable,
     ratio_baseline,
     ratio_test,
 )
+from pytest_ortperf.gating.structure import judge_structure
 from pytest_ortperf.results import Outcome, Verdict
 
 

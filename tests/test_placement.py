@@ -34,7 +34,7 @@ from pytest_ortperf.gating.placement import (
     placement_to_json,
     read_placement,
 )
-from pytest_ortperf.gating.rules import judge_structure
+from pytest_ortperf.gating.structure import judge_structure
 from pytest_ortperf.measuring.session import OrtSession
 from pytest_ortperf.profiling.ep_assignment import session_placement
 from pytest_ortperf.profiling.parse import read_profile

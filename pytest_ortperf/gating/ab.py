@@ -23,10 +23,10 @@ from pytest_ortperf.gating.rules import (
     _classify,
     _positive,
     _verdict,
-    is_fused_op,
     judge_ratio,
 )
 from pytest_ortperf.gating.settings import DEFAULT_ALPHA
+from pytest_ortperf.gating.structure import is_fused_op
 from pytest_ortperf.results import Outcome, Verdict
 from pytest_ortperf.stats import RunEstimate, run_estimate
 from pytest_ortperf.units import format_change, format_confidence, format_interval, format_ratio

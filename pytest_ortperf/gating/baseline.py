@@ -62,7 +62,7 @@ from pytest_ortperf.gating.baseline_entries import (
 )
 from pytest_ortperf.gating.baseline_schema import entry_problem, is_scalar
 from pytest_ortperf.gating.placement import add_placement
-from pytest_ortperf.gating.rules import judge_structure
+from pytest_ortperf.gating.structure import judge_structure
 from pytest_ortperf.results import OP_SHARES
 
 SCHEMA_VERSION = 3

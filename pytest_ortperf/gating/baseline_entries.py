@@ -13,7 +13,7 @@ from typing import Any
 from pytest_ortperf.gating.baseline_schema import BESIDE, BESIDE_RATIOS, KINDS, RECIPE
 from pytest_ortperf.gating.memory_rule import memory_entry
 from pytest_ortperf.gating.placement import Placement, add_placement, read_placement
-from pytest_ortperf.gating.rules import judge_structure
+from pytest_ortperf.gating.structure import judge_structure
 from pytest_ortperf.results import PROCESSES, Verdict
 from pytest_ortperf.stats import median
 from pytest_ortperf.units import format_bytes, format_ratio, format_seconds

@@ -19,12 +19,12 @@ from pytest_ortperf.gating.rules import (
     RatioBaseline,
     downgrade,
     judge_ratio,
-    judge_structure,
     new,
     not_comparable,
     ratio_baseline,
 )
 from pytest_ortperf.gating.settings import DEFAULT_ALPHA
+from pytest_ortperf.gating.structure import judge_structure
 from pytest_ortperf.results import PROCESSES, Outcome, Verdict
 from pytest_ortperf.stats import median
 from pytest_ortperf.units import format_change, format_seconds
