@@ -9,13 +9,26 @@ comes from ``benchmarks/plugin/test_gate_simulation_table.py`` at larger sizes.
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import numpy as np
 import pytest
-from gate_sim import BUSY, SCENARIOS, STRESS, baseline_entry, simulate
+from gate_sim import (
+    BUSY,
+    SCENARIOS,
+    STRESS,
+    PairEngine,
+    Scenario,
+    baseline_entry,
+    measure,
+    simulate,
+)
 
 from pytest_ortperf.gating.baseline_judge import ratio_baseline_of
-from pytest_ortperf.gating.gate import confirmed, undecided
+from pytest_ortperf.gating.gate import Gate, confirmed, undecided
+from pytest_ortperf.gating.rules import CHECK_PAIRS, process_limit
+from pytest_ortperf.gating.settings import GateSettings
+from pytest_ortperf.measuring.records import merge_runs
 from pytest_ortperf.results import Outcome, Verdict
 from pytest_ortperf.stats import wilson_interval
 
@@ -87,7 +100,10 @@ def test_a_baseline_in_three_processes_carries_a_third_of_their_variance() -> No
         alarms[scenario.update_processes] = tally.total[Outcome.REGRESSED]
     # 1.82% and 1.15% with this seed: 2/sqrt(3) = 1.15% is the process's share alone.
     assert 0.5 < spread[3] / spread[1] < 0.7, spread
-    assert alarms[3] <= alarms[1], alarms
+    # Their spread measured, a check's own process is in its interval: 1 false alarm in
+    # these 200 checks (7 against baselines of one process; 3 with the processes' runs
+    # pooled as if each were a process of its own, before their spread was measured).
+    assert alarms[3] <= 2 < alarms[1], alarms
 
 
 def _verdict(outcome: Outcome, change: float, low: float, high: float) -> Verdict:
@@ -154,3 +170,32 @@ def test_a_pooled_regression_its_fresh_pairs_do_not_show_is_not_confirmed() -> N
     assert "read +6.0% [+1.0%, +11.0%] -> regressed, a slowdown its 9 fresh session pairs " in (
         verdicts[0].message
     )
+
+
+def test_a_check_does_not_measure_on_what_the_baseline_s_processes_hide() -> None:
+    # Processes 3% apart: whatever a check's own process reads hides a slowdown of the
+    # threshold, so its verdict, however undecided, is not measured further, and says why.
+    scenario = Scenario("apart", between=0.005, process=0.03, update_processes=3)
+    rng = np.random.default_rng(26)
+    entry = baseline_entry(rng, scenario)
+    baseline = ratio_baseline_of(entry)
+    assert baseline is not None and process_limit(baseline) > 0.05
+    gate = Gate(GateSettings(), None, dict, clock=lambda: 0.0)  # type: ignore[arg-type]
+    engine = PairEngine(scenario, rng, math.log1p(0.05))
+    decision = gate.decide(measure, engine, entry, merge_runs)
+    (ratio,) = [v for v in decision.verdicts if v.metric == "ratio"]
+    assert len(engine.rounds) == CHECK_PAIRS and decision.first is None
+    assert undecided(ratio) and "not measured further: the baseline's 3 processes" in (
+        ratio.message
+    )
+    # Processes that agree leave the threshold in sight: the same check measures on.
+    agree = baseline_entry(rng, dataclasses.replace(scenario, process=0.0))
+    assert process_limit(ratio_baseline_of(agree)) < 0.05  # type: ignore[arg-type]
+    # A baseline of one process measured nothing past the allowance: even at a threshold
+    # the allowance alone hides, a check straddling it measures on, as it always did.
+    one = dataclasses.replace(scenario, process=0.0, update_processes=1)
+    entry = baseline_entry(rng, one)
+    fine = Gate(GateSettings(threshold=0.001), None, dict, clock=lambda: 0.0)  # type: ignore[arg-type]
+    engine = PairEngine(one, rng, math.log1p(0.001))
+    fine.decide(measure, engine, entry, merge_runs)
+    assert len(engine.rounds) > CHECK_PAIRS

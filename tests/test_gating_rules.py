@@ -9,10 +9,12 @@ import numpy as np
 import pytest
 
 from pytest_ortperf.gating.rules import (
+    BETWEEN_PROCESS_FLOOR,
     BETWEEN_RUN_FLOOR,
     BETWEEN_RUN_UNKNOWN,
     RatioBaseline,
     decide_early,
+    detectable_change,
     judge_ratio,
     new,
     not_comparable,
@@ -460,3 +462,57 @@ def test_a_process_apart_from_the_others_is_averaged_an_odd_run_in_it_set_aside(
     assert base.set_aside == 1 and base.runs == 29
     assert base.ratio == pytest.approx(math.exp((19 * math.log(0.97) + 10 * math.log(1.01)) / 29),
                                        rel=0.002)  # fmt: skip
+
+
+def _in_processes(rng: np.random.Generator, centres: list[float], runs: int = 10) -> list[float]:
+    """Blocks of ``runs`` session pairs in each process, each pair 0.3% apart, the
+    process's pairs around its centre."""
+    return [
+        x
+        for centre in centres
+        for _ in range(runs)
+        for x in noisy(rng, centre * math.exp(rng.normal(0.0, 0.003)), 70, 0.005)
+    ]
+
+
+def test_a_baseline_in_several_processes_measures_their_spread_apart_from_the_pairs() -> None:
+    rng = np.random.default_rng(24)
+    agree = ratio_baseline(_in_processes(rng, [0.97] * 3), [70] * 30, [10, 10, 10])
+    apart = ratio_baseline(_in_processes(rng, [0.95, 0.97, 0.99]), [70] * 30, [10, 10, 10])
+    for base in (agree, apart):
+        assert base.processes == 3 and base.runs == 30 and base.between_df == 27
+        assert base.process_share == pytest.approx(1 / 3)
+        # The pairs' spread is the one within each process: 0.3% whether they agree or not.
+        assert 0.002**2 < base.between < 0.0045**2
+    # Processes 2% apart: measured, a check's process and theirs far past the allowance.
+    assert 0.012**2 < apart.process < 0.035**2 and apart.measured_process
+    assert apart.process_variance == pytest.approx(apart.process * (1 + 1 / 3))
+    assert apart.process_variance > 10 * BETWEEN_PROCESS_FLOOR**2
+    assert agree.process < 0.002**2 and not agree.measured_process
+    assert agree.process_variance == BETWEEN_PROCESS_FLOOR**2
+    # The estimate's own error holds the processes' offsets, a third of their variance each.
+    assert apart.variance > apart.process / 3 > 20 * agree.variance
+    # One process, or runs that cannot be told from their process: no process term.
+    single = ratio_baseline(_in_processes(rng, [0.97]), [70] * 10)
+    assert single.processes == 1 and single.process == 0.0
+    one_each = ratio_baseline(_in_processes(rng, [0.95, 0.97, 0.99], 1), [70] * 3, [1, 1, 1])
+    assert one_each.processes == 1 and one_each.process == 0.0
+
+
+def test_a_check_reads_what_processes_apart_make_uncertain() -> None:
+    # A check whose own process reads 5.5% above the baseline's mean: past the threshold.
+    # Against processes that agree it is a regression; against processes 2% apart a check
+    # process offset that large is what they show can happen: not a significant slowdown.
+    rng = np.random.default_rng(25)
+    check = [x for _ in range(3) for x in noisy(rng, 0.97 * 1.055, 70, 0.005)]
+    agree = ratio_baseline(_in_processes(rng, [0.97] * 3), [70] * 30, [10, 10, 10])
+    apart = ratio_baseline(_in_processes(rng, [0.95, 0.97, 0.99]), [70] * 30, [10, 10, 10])
+    assert judge_ratio(check, agree, runs=[70] * 3).outcome is Outcome.REGRESSED
+    verdict = judge_ratio(check, apart, runs=[70] * 3)
+    assert verdict.outcome is Outcome.INCONCLUSIVE, verdict.message
+    assert "(30 runs in 3 processes, 2100 blocks)" in verdict.message
+    # A gross slowdown is past whatever the processes leave uncertain.
+    gross = [x for _ in range(3) for x in noisy(rng, 0.97 * 2.0, 70, 0.005)]
+    assert judge_ratio(gross, apart, runs=[70] * 3).outcome is Outcome.REGRESSED
+    # And what the baseline can detect says so at the update.
+    assert detectable_change(apart) > 0.05 > detectable_change(agree)

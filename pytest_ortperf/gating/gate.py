@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -19,9 +20,11 @@ from pytest_ortperf.gating.baseline_entries import entry_key, local_record, spli
 from pytest_ortperf.gating.baseline_judge import judge_entry, ratio_baseline_of
 from pytest_ortperf.gating.rules import (
     CHECK_PAIRS,
+    RatioBaseline,
     decide_early,
     detectable_change,
     min_blocks_for,
+    process_limit,
     ratio_baseline,
 )
 from pytest_ortperf.gating.settings import HISTORY_TAG, GateSettings
@@ -252,20 +255,32 @@ class Gate:
         show the slowdown. Each of the second measurement's :data:`CONFIRM_LOOKS` looks is
         judged at ``alpha / CONFIRM_LOOKS``: a false alarm needs the fresh pairs alone to
         read a significant slowdown at one of them, so the procedure's false-alarm rate is
-        at most ``alpha`` however many looks the first measurement took.
+        at most ``alpha`` however many looks the first measurement took. Against a baseline
+        whose processes read so far apart that a check's own process hides a slowdown of
+        the threshold (:func:`~pytest_ortperf.gating.rules.process_limit`), neither
+        measurement adds pairs, and an undecided verdict says why.
         """
         started = self.clock()
-        if ratio_baseline_of(entry) is None:  # new, absolute, ...: nothing to pair against
+        baseline = ratio_baseline_of(entry)
+        if baseline is None:  # new, absolute, ...: nothing to pair against
             first = measure(engine, None, False)
             return Decision(first, self._timed(self.judge(first.to_dict(), entry), started, 1))
+        hidden = self._hidden_by_processes(baseline, entry)
         per_pair = engine.scaled(1.0 / CHECK_PAIRS)
         first_stop = self.stop_rule(entry, may_reject=True)
         parts: list[R] = []
         record, verdicts = self._until_decided(
-            measure, per_pair, first_stop, self.judge, entry, merge, parts, step=1
-        )
+            measure, per_pair, first_stop, self.judge, entry, merge, parts, step=1,
+            most=CHECK_PAIRS if hidden else None,
+        )  # fmt: skip
         settings = self.settings
         unsettled = any(undecided(v) for v in verdicts)  # at the cap, still undecided
+        if hidden and unsettled:
+            verdicts = [
+                dataclasses.replace(v, message=v.message + hidden) if undecided(v) else v
+                for v in verdicts
+            ]
+            unsettled = False
         if not (settings.confirm and (self._would_fail(verdicts) or unsettled)):
             return Decision(record, self._timed(verdicts, started, len(parts)))
         sharper = self.at_alpha(settings.alpha / CONFIRM_LOOKS)
@@ -277,7 +292,7 @@ class Gate:
         ]
         pooled, together = self._until_decided(
             measure, second, confirm, sharper.judge, entry, merge, fresh, step=CHECK_PAIRS,
-            before=parts,
+            before=parts, most=len(fresh) if hidden else None,
         )  # fmt: skip
         alone = merge(fresh)
         final, shown = confirmed(together, sharper.judge(alone.to_dict(), entry), len(fresh))
@@ -301,13 +316,14 @@ class Gate:
         *,
         step: int,
         before: Sequence[R] = (),
+        most: int | None = None,
     ) -> tuple[R, list[Verdict]]:
         """``parts`` (none: the first pair is the test's own sessions, every other one
         fresh) extended to at least :data:`CHECK_PAIRS` session pairs, then by ``step``
         pairs while ``judge`` finds ``before`` and ``parts`` together :func:`undecided`, up
-        to :data:`EXTEND_BUDGETS` budgets of ``parts``: the merged record and its verdicts
-        (``parts`` grows in place)."""
-        most = round(CHECK_PAIRS * EXTEND_BUDGETS)
+        to ``most`` pairs (default: :data:`EXTEND_BUDGETS` budgets) of ``parts``: the
+        merged record and its verdicts (``parts`` grows in place)."""
+        most = round(CHECK_PAIRS * EXTEND_BUDGETS) if most is None else most
         while True:
             while len(parts) < CHECK_PAIRS:
                 parts.append(measure(per_pair, stop, bool(parts)))
@@ -316,6 +332,27 @@ class Gate:
             if len(parts) >= most or not any(undecided(v) for v in verdicts):
                 return record, verdicts
             parts.extend(measure(per_pair, stop, True) for _ in range(step))
+
+    def _hidden_by_processes(self, baseline: RatioBaseline, entry: Mapping[str, Any] | None) -> str:
+        """Why more session pairs cannot settle a verdict against ``baseline``, whose
+        processes read so far apart that a check's own process could hide a slowdown of
+        the threshold (:func:`process_limit`); empty when they can."""
+        if not baseline.measured_process:
+            return ""
+        settings = self.settings
+        threshold = settings.threshold
+        latency = entry is not None and entry.get("kind") == "latency"
+        if latency and settings.latency_threshold is not None:
+            threshold = settings.latency_threshold
+        limit = process_limit(baseline, alpha=settings.alpha)
+        if limit <= threshold:
+            return ""
+        return (
+            f"; not measured further: the baseline's {baseline.processes} processes read "
+            f"{math.sqrt(baseline.process):.1%} apart (standard deviation), so a check's own "
+            f"process hides slowdowns below {limit:.1%} however long it measures; take the "
+            "baseline again on a quieter machine (--ortperf-update)"
+        )
 
     def at_alpha(self, alpha: float) -> Gate:
         """This gate (its kind, sources and state shared) judging at ``alpha``."""

@@ -9,8 +9,9 @@ Three metrics, strongest first (README, "Gating"):
   Hodges-Lehmann log-ratio of its blocks with a standard error from the signed-rank
   interval; the difference of the means is judged with Welch's t, its variance the
   between-pair spread measured on both sides (pooled) over their counts, both sides' own
-  error (widened for dependent blocks) and an allowance for the process boundary
-  (:func:`ratio_test`, :class:`RatioBaseline`).
+  error (widened for dependent blocks) and an allowance for the process boundary, plus
+  what a baseline taken in several processes measured of it (:func:`ratio_test`,
+  :class:`RatioBaseline`).
 - absolute latencies are judged against earlier runs' medians
   (:mod:`pytest_ortperf.gating.history`), never against the blocks of one run.
 
@@ -111,6 +112,15 @@ class RatioBaseline:
     set_aside: int = 0
     """Runs left out as outliers (see :func:`ratio_baseline`); ``runs`` counts the others."""
     within: float = 0.0
+    processes: int = 1
+    """Processes the runs were taken in (``--ortperf-update-processes``)."""
+    process: float = 0.0
+    """Variance of a process's offset, measured from the spread of the processes' mean
+    estimates less what their runs' own spread explains; 0 where a single process cannot
+    show it. ``between`` is then the spread of the runs within their processes."""
+    process_share: float = 1.0
+    """Weight of the processes' offsets in ``estimate``: the sum of the squared shares of
+    runs per process (1/``processes`` with as many runs in each)."""
 
     @property
     def ratio(self) -> float:
@@ -125,6 +135,23 @@ class RatioBaseline:
         """The ratio's two-sided interval at ``confidence`` (its own sampling error)."""
         half = t_quantile((1.0 + confidence) / 2.0, self.df) * math.sqrt(self.variance)
         return math.exp(self.estimate - half), math.exp(self.estimate + half)
+
+    @property
+    def measured_process(self) -> bool:
+        """Whether the baseline's processes read further apart than the allowance
+        (:data:`BETWEEN_PROCESS_FLOOR`) for a check's process and theirs."""
+        return self.process * (1.0 + self.process_share) > BETWEEN_PROCESS_FLOOR**2
+
+    @property
+    def process_variance(self) -> float:
+        """Variance of what differs between this baseline's processes and a check's, which
+        no session pair inside one process shows: what the baseline's own processes
+        measured (a check's offset and theirs, ``process * (1 + process_share)``), never
+        below :data:`BETWEEN_PROCESS_FLOOR` squared. Taken as known, like the allowance:
+        with the few degrees of freedom of a few processes in the t quantiles, a check
+        against them could hardly decide anything (docs, "Baselines over several
+        processes")."""
+        return max(self.process * (1.0 + self.process_share), BETWEEN_PROCESS_FLOOR**2)
 
 
 def split_runs(logs: FloatArray, run_sizes: Sequence[int] | None, what: str) -> list[FloatArray]:
@@ -147,7 +174,10 @@ def ratio_baseline(
     With several runs, the spread of their estimates less their own noise measures the
     between-run variance (never below :data:`BETWEEN_RUN_FLOOR`), with runs - 1 degrees
     of freedom: the t quantiles of the test carry its uncertainty. With one run,
-    :data:`BETWEEN_RUN_UNKNOWN` is assumed. A run far from the others of its process (a
+    :data:`BETWEEN_RUN_UNKNOWN` is assumed. Runs in several processes (with more runs
+    than processes) split that spread in two, one-way random effects: the runs' spread
+    within their processes (``between``, runs - processes degrees of freedom) and the
+    processes' own (``process``, :func:`_nested`). A run far from the others of its process (a
     session pair that read 7% off while nine agreed within 0.5%, seen here once in a
     hundred) is set aside rather than allowed to widen every later verdict; a process whose
     runs all read apart from another's is what several processes are there to average.
@@ -169,10 +199,13 @@ def _ratio_baseline(
     # Cached: a check asks for its entry's baseline at every look of every session pair.
     logs = np.log(_positive(block_ratios, "baseline block ratios"))
     runs = [run_estimate(part) for part in split_runs(logs, run_sizes, "baseline")]
+    groups: list[list[RunEstimate]] = []
     if processes and sum(processes) == len(runs) and all(p > 0 for p in processes):
         ends = np.cumsum(processes)
-        kept = [r for a, b in zip(ends - processes, ends, strict=True)
-                for r in _without_outlier_runs(runs[a:b])]  # fmt: skip
+        groups = [
+            _without_outlier_runs(runs[a:b]) for a, b in zip(ends - processes, ends, strict=True)
+        ]
+        kept = [r for group in groups for r in group]
     else:
         kept = _without_outlier_runs(runs)
     set_aside = len(runs) - len(kept)
@@ -187,12 +220,48 @@ def _ratio_baseline(
             estimate, within, max(runs[0].n - 1, 1), BETWEEN_RUN_UNKNOWN**2, math.inf, 1,
             logs.size, 0, within,
         )  # fmt: skip
+    if len(groups) > 1 and len(runs) > len(groups):
+        return _nested(groups, estimate, within, logs.size, set_aside)
     k = len(runs)
     spread = float(np.var([r.estimate for r in runs], ddof=1))
     between = max(spread - within, BETWEEN_RUN_FLOOR**2)
     return RatioBaseline(
         estimate, (between + within) / k, k - 1, between, k - 1, k, logs.size, set_aside,
         within,
+    )  # fmt: skip
+
+
+def _nested(
+    groups: Sequence[Sequence[RunEstimate]],
+    estimate: float,
+    within: float,
+    blocks: int,
+    set_aside: int,
+) -> RatioBaseline:
+    """The baseline of runs taken in several processes (``groups``, more runs than
+    groups): each run's estimate a process's offset plus a session pair's plus its own
+    noise. The runs' spread around their process's mean measures the pairs' variance
+    (``between``, plus ``within``); the spread of the processes' means less what the pairs
+    and the noise explain of it, the processes' (``process``)."""
+    sizes = np.array([len(g) for g in groups], dtype=np.float64)
+    means = np.array([math.fsum(r.estimate for r in g) / len(g) for g in groups])
+    k, count = int(sizes.sum()), len(groups)
+    within_df = k - count
+    within_spread = (
+        math.fsum(
+            (r.estimate - mean) ** 2 for g, mean in zip(groups, means, strict=True) for r in g
+        )
+        / within_df
+    )
+    between = max(within_spread - within, BETWEEN_RUN_FLOOR**2)
+    explained = float(np.mean(1.0 / sizes)) * within_spread  # the pairs' share in the means
+    means_spread = float(np.var(means, ddof=1))
+    process = max(means_spread - explained, 0.0)
+    share = float(np.sum(sizes**2)) / k**2
+    variance, df = satterthwaite([(process * share, math.inf), ((between + within) / k, within_df)])
+    return RatioBaseline(
+        estimate, variance, df, between, within_df, k, blocks, set_aside, within, count,
+        process, share,
     )  # fmt: skip
 
 
@@ -256,10 +325,11 @@ def ratio_test(
     The variance of the difference is ``between * (1/k + 1/m)`` (the true ratio moves from
     one session pair to the next: k baseline pairs, m current ones) plus both sides' own
     sampling error (the current one widened for dependent blocks when ``widen``) plus
-    :data:`BETWEEN_PROCESS_FLOOR` squared (what differs between the two processes and
-    nothing here measures). ``between`` pools the baseline's measured spread with the
-    current pairs' own (k + m - 2 degrees of freedom), so a check whose pairs disagree
-    more than the baseline's did (a busier machine) widens its own interval.
+    what differs between the two processes and no pair inside one shows
+    (:attr:`RatioBaseline.process_variance`: an allowance, or what a baseline taken in
+    several processes measured where more). ``between`` pools the baseline's measured
+    spread with the current pairs' own (k + m - 2 degrees of freedom), so a check whose
+    pairs disagree more than the baseline's did (a busier machine) widens its own interval.
     """
     logs = np.log(_positive(block_ratios, "block ratios"))
     parts = [run_estimate(part) for part in split_runs(logs, runs, "current")]
@@ -287,7 +357,7 @@ def ratio_test(
             (between * (1.0 / k + 1.0 / m), between_df),
             (base_within / k, max(baseline.n - k, 1)),
             (within_c / m, max(n - m, 1)),
-            (BETWEEN_PROCESS_FLOOR**2, math.inf),
+            (baseline.process_variance, math.inf),
         ]
     )
     if math.isfinite(between_df):
@@ -461,8 +531,9 @@ def _verdict(
     p = test.p_above(0.0) if test.difference >= 0 else test.p_below(0.0)
     base = test.baseline
     aside = f", {base.set_aside} set aside as outliers" if base.set_aside else ""
+    where = f" in {base.processes} processes" if base.processes > 1 else ""
     source = (
-        f"{base.runs} runs{aside}, {base.n} blocks" if base.runs > 1
+        f"{base.runs} runs{where}{aside}, {base.n} blocks" if base.runs > 1
         else f"{base.n} blocks" if base.n else "a single figure"
     )  # fmt: skip
     normalized = " normalized by its control," if shown_baseline is not None else ""
@@ -543,13 +614,29 @@ def detectable_change(
     k, m = baseline.runs, max(int(pairs), 1)
     between = max(baseline.between, BETWEEN_RUN_FLOOR**2)
     within = baseline.within if baseline.within else baseline.variance
-    variance, df = satterthwaite(
+    return _detectable(
         [
             (between * (1.0 / k + 1.0 / m), baseline.between_df + m - 1),
             (within * (1.0 / k + 1.0 / m), max(baseline.n - k, 1)),
-            (BETWEEN_PROCESS_FLOOR**2, math.inf),
-        ]
+            (baseline.process_variance, math.inf),
+        ],
+        alpha,
+        power,
     )
+
+
+def process_limit(baseline: RatioBaseline, *, alpha: float = DEFAULT_ALPHA) -> float:
+    """The smallest slowdown (relative) a check against ``baseline`` finds with 90% power
+    at one-sided ``alpha`` were its session pairs and the baseline's without error: what
+    the difference between the check's process and the baseline's leaves
+    (:attr:`RatioBaseline.process_variance`). Where a baseline's processes measured that
+    past the threshold, more session pairs cannot settle a verdict, and a check does not
+    measure on (:class:`~pytest_ortperf.gating.gate.Gate`)."""
+    return _detectable([(baseline.process_variance, math.inf)], alpha, 0.9)
+
+
+def _detectable(parts: Sequence[tuple[float, float]], alpha: float, power: float) -> float:
+    variance, df = satterthwaite(parts)
     sd = math.sqrt(variance)
     return math.expm1((t_quantile(1.0 - alpha, df) + t_quantile(power, df)) * sd)
 
