@@ -188,6 +188,15 @@ def test_a_check_does_not_measure_on_what_the_baseline_s_processes_hide() -> Non
     assert undecided(ratio) and "not measured further: the baseline's 3 processes" in (
         ratio.message
     )
+    # Strict mode fails the undecided verdict: measured a second time, on its first fresh
+    # pairs only, and the failure says why it went no further.
+    strict = Gate(GateSettings(strict=True), None, dict, clock=lambda: 0.0)  # type: ignore[arg-type]
+    engine = PairEngine(scenario, rng, math.log1p(0.05))
+    decision = strict.decide(measure, engine, entry, merge_runs)
+    (ratio,) = [v for v in decision.verdicts if v.metric == "ratio"]
+    assert ratio.failed(strict=True) and undecided(ratio), ratio.message
+    assert decision.first is not None and len(engine.rounds) == 3 * CHECK_PAIRS
+    assert "not measured further: the baseline's 3 processes" in ratio.message
     # Processes that agree leave the threshold in sight: the same check measures on.
     agree = baseline_entry(rng, dataclasses.replace(scenario, process=0.0))
     assert process_limit(ratio_baseline_of(agree)) < 0.05  # type: ignore[arg-type]

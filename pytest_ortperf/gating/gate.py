@@ -258,7 +258,8 @@ class Gate:
         at most ``alpha`` however many looks the first measurement took. Against a baseline
         whose processes read so far apart that a check's own process hides a slowdown of
         the threshold (:func:`~pytest_ortperf.gating.rules.process_limit`), neither
-        measurement adds pairs, and an undecided verdict says why.
+        measurement adds pairs beyond its first ones, only a verdict that would fail is
+        measured a second time, and an undecided verdict says why.
         """
         started = self.clock()
         baseline = ratio_baseline_of(entry)
@@ -274,15 +275,10 @@ class Gate:
             most=CHECK_PAIRS if hidden else None,
         )  # fmt: skip
         settings = self.settings
-        unsettled = any(undecided(v) for v in verdicts)  # at the cap, still undecided
-        if hidden and unsettled:
-            verdicts = [
-                dataclasses.replace(v, message=v.message + hidden) if undecided(v) else v
-                for v in verdicts
-            ]
-            unsettled = False
+        # At the cap, still undecided: measured again, unless the processes hide it.
+        unsettled = any(undecided(v) for v in verdicts) and not hidden
         if not (settings.confirm and (self._would_fail(verdicts) or unsettled)):
-            return Decision(record, self._timed(verdicts, started, len(parts)))
+            return Decision(record, self._timed(_noted(verdicts, hidden), started, len(parts)))
         sharper = self.at_alpha(settings.alpha / CONFIRM_LOOKS)
         confirm = sharper.stop_rule(entry, may_reject=False)
         second = engine.scaled(1.0 / CHECK_PAIRS)  # a measurement of its own
@@ -299,7 +295,7 @@ class Gate:
         kept = pooled if shown else alone
         final = [
             v if v.metric == "structure" else dataclasses.replace(v, looks=CONFIRM_LOOKS)
-            for v in final
+            for v in _noted(final, hidden)
         ]
         pairs = len(parts) + len(fresh) if shown else len(fresh)
         return Decision(kept, self._timed(final, started, pairs), verdicts)
@@ -381,6 +377,15 @@ class Gate:
             if v.failed(self.settings.strict)
             and (v.metric != "structure" or self.settings.structure)
         ]
+
+
+def _noted(verdicts: Sequence[Verdict], note: str) -> list[Verdict]:
+    """``verdicts``, each :func:`undecided` one with ``note`` (why it was not measured
+    further) added to its message."""
+    return [
+        dataclasses.replace(v, message=v.message + note) if note and undecided(v) else v
+        for v in verdicts
+    ]
 
 
 def confirmed(
