@@ -140,7 +140,7 @@ class RatioBaseline:
     def measured_process(self) -> bool:
         """Whether the baseline's processes read further apart than the allowance
         (:data:`BETWEEN_PROCESS_FLOOR`) for a check's process and theirs."""
-        return self.process * (1.0 + self.process_share) > BETWEEN_PROCESS_FLOOR**2
+        return self.process_variance > BETWEEN_PROCESS_FLOOR**2
 
     @property
     def process_variance(self) -> float:
@@ -177,10 +177,11 @@ def ratio_baseline(
     :data:`BETWEEN_RUN_UNKNOWN` is assumed. Runs in several processes (with more runs
     than processes) split that spread in two, one-way random effects: the runs' spread
     within their processes (``between``, runs - processes degrees of freedom) and the
-    processes' own (``process``, :func:`_nested`). A run far from the others of its process (a
-    session pair that read 7% off while nine agreed within 0.5%, seen here once in a
-    hundred) is set aside rather than allowed to widen every later verdict; a process whose
-    runs all read apart from another's is what several processes are there to average.
+    processes' own (``process``, :func:`_nested`). A run far from the others of its
+    process (a session pair that read 7% off while nine agreed within 0.5%, seen here once
+    in a hundred) is set aside rather than allowed to widen every later verdict; a process
+    whose runs all read apart from another's is what several processes are there to
+    average.
     """
     ratios = tuple(float(x) for x in block_ratios)
     return _ratio_baseline(
