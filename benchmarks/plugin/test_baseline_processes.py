@@ -32,8 +32,8 @@ from pathlib import Path
 
 import pytest
 from bench import narrator, timing_settings
+from gate_quality import COMPARE_NAME, Bench
 from scipy import stats as scipy_stats
-from test_gate_quality import COMPARE_NAME, Bench
 
 from pytest_ortperf.gating.baseline import load_baseline
 from pytest_ortperf.gating.rules import ratio_baseline

@@ -1,7 +1,7 @@
 """pytest-benchmark's own gate, as CI lives it, beside ours (issue 22: "put pytest-benchmark
 beside it in the noisy condition").
 
-The same slowed models as ``test_gate_quality.py -k three_conditions``: the fused attention
+The same slowed models as ``test_gate_quality_conditions.py``: the fused attention
 block ``attention(dim=256, zero_pad=P)`` at batch 2, one intra-op thread and no spinning
 (as our sessions), its pads measured first by our engine and chosen nearest to +6% (1.2x a
 5% threshold), +11% and 2x. A generated test times ``session.run`` with pytest-benchmark's
@@ -37,7 +37,7 @@ from typing import Any
 
 import pytest
 from bench import narrator, timing_settings
-from test_gate_quality import _env_int, _rate, pads_nearest
+from gate_quality import env_int, pads_nearest, rate
 
 PB_TEST = """\
 import os
@@ -100,8 +100,8 @@ def test_pytest_benchmark_gate(
 
     settings = timing_settings(request)
     pytest.importorskip("pytest_benchmark", reason="pip install pytest-benchmark")
-    n_base = max(_env_int("ORTPERF_PBG_BASELINES", 5), 1)
-    cell = _env_int("ORTPERF_PBG_CELL", 20)
+    n_base = max(env_int("ORTPERF_PBG_BASELINES", 5), 1)
+    cell = env_int("ORTPERF_PBG_CELL", 20)
     dim, batch = 256, 2
     started = time.perf_counter()
 
@@ -153,7 +153,7 @@ def test_pytest_benchmark_gate(
             read = f"{statistics.median(reads):+.1%}" if reads else "-"
             wall = statistics.fmean(r[3] for r in group)
             lines.append(
-                f"| {phase} | {levels[pad]} | {len(group)} | {_rate(alarms, len(group))} "
+                f"| {phase} | {levels[pad]} | {len(group)} | {rate(alarms, len(group))} "
                 f"| {read} | {wall:.2f} |"
             )
     lines.append(f"{n_base} baselines; {time.perf_counter() - started:.0f} s in all")

@@ -6,7 +6,7 @@ Run (tens of minutes; skipped without ``--ortperf``)::
     pytest --ortperf -s benchmarks/plugin/test_latency_gate_quality.py
 
 Everything happens in its own process, through pytest's command line, as in
-``test_gate_quality.py`` (whose runner this reuses):
+``test_gate_quality.py`` (whose runner, in ``gate_quality.py``, this reuses):
 
 1. **The test module**: one latency, ``ortperf.latency(candidate, feeds, name="latency")``
    of ``attention(dim=256, zero_pad=P)`` at batch 2. ``P`` comes from ``ORTPERF_GQ_PAD``;
@@ -58,16 +58,16 @@ from typing import Any
 
 import pytest
 from bench import narrator, timing_settings
-from test_gate_quality import (
+from gate_quality import (
     LATENCY,
     Bench,
     Run,
-    _env_int,
-    _fmt_change,
-    _rate,
-    _read_json,
+    env_int,
+    fmt_change,
     median_read,
     pads_nearest,
+    rate,
+    read_json,
 )
 
 BESIDE, NORMALIZED, ABSOLUTE = "beside", "normalized", "absolute"
@@ -150,12 +150,12 @@ def test_latency_gate_quality(
     from noise import noisy_neighbours
 
     settings = timing_settings(request)
-    n_base = _env_int("ORTPERF_LQ_BASELINES", 4)
-    n_aa = _env_int("ORTPERF_LQ_AA", 10)
-    n_slowed = _env_int("ORTPERF_LQ_SLOWED", 3)
-    cell = _env_int("ORTPERF_LQ_CELL", 16)
-    n_other = _env_int("ORTPERF_LQ_OTHER_CPU", 8)
-    noisy_aa = _env_int("ORTPERF_LQ_NOISY_AA", cell)
+    n_base = env_int("ORTPERF_LQ_BASELINES", 4)
+    n_aa = env_int("ORTPERF_LQ_AA", 10)
+    n_slowed = env_int("ORTPERF_LQ_SLOWED", 3)
+    cell = env_int("ORTPERF_LQ_CELL", 16)
+    n_other = env_int("ORTPERF_LQ_OTHER_CPU", 8)
+    noisy_aa = env_int("ORTPERF_LQ_NOISY_AA", cell)
     modes = _modes()
     dim, batch, budget = 256, 2, 1.0
     started = time.perf_counter()
@@ -201,7 +201,7 @@ def test_latency_gate_quality(
         if doc is None:
             run.odd.append("no JSON document")
         else:
-            _read_json(run, doc)
+            read_json(run, doc)
             judged = [
                 _judged(str(v.get("message", "")))
                 for r in doc.get("results") or []
@@ -285,12 +285,12 @@ def test_latency_gate_quality(
                 judged = Counter(j for r in group for j in r.changes["judged"])
                 lines.append(
                     f"| {phase} | {mode} | {levels[pad]} | {n} | "
-                    f"{_rate(sum(r.alarm(LATENCY) for r in group), n)} | "
-                    f"{_rate(share('inconclusive'), n)} | {_rate(share('unstable'), n)} | "
-                    f"{_rate(share('not_comparable'), n)} | "
+                    f"{rate(sum(r.alarm(LATENCY) for r in group), n)} | "
+                    f"{rate(share('inconclusive'), n)} | {rate(share('unstable'), n)} | "
+                    f"{rate(share('not_comparable'), n)} | "
                     f"{', '.join(f'{k} {v}' for k, v in judged.most_common()) or '-'} | "
                     f"{sum(r.wall_s for r in group) / n:.2f} | "
-                    f"{_fmt_change(median_read(group, LATENCY))} |"
+                    f"{fmt_change(median_read(group, LATENCY))} |"
                 )
     lines.append(f"{time.perf_counter() - started:.0f} s in all")
     say("\n".join(lines))

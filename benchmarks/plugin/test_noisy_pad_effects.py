@@ -5,11 +5,11 @@ Run (about 5 minutes; skipped without ``--ortperf``)::
 
     pytest --ortperf -s -p no:cacheprovider benchmarks/plugin/test_noisy_pad_effects.py
 
-The checks of ``test_gate_quality.py`` judge the ratio of ``attention(dim=256,
-zero_pad=P)`` (optimized) to ``attention(dim=256)`` with optimizations disabled against a
-baseline of that ratio, and beside the neighbours they can only see what the ratio does
-there. Each process here creates, in turn, fresh session pairs of three kinds (IOBinding,
-interleaved by the engine at a 1 s budget) and reports the mean log-ratio of each:
+The checks of ``test_gate_quality.py`` and ``test_gate_quality_conditions.py`` judge the ratio
+of ``attention(dim=256, zero_pad=P)`` (optimized) to ``attention(dim=256)`` with optimizations
+disabled against a baseline of that ratio, and beside the neighbours they can only see what the
+ratio does there. Each process here creates, in turn, fresh session pairs of three kinds
+(IOBinding, interleaved by the engine at a 1 s budget) and reports the mean log-ratio of each:
 
 - ``direct P``: the candidate padded with ``P`` against the unpadded one;
 - ``ratio 0``: the unpadded candidate against the reference (what a baseline stores);
