@@ -93,9 +93,21 @@ CONFIRM_LOOKS = 1 + round(CHECK_PAIRS * (EXTEND_BUDGETS - CONFIRM_BUDGET_FACTOR)
 at ``alpha / CONFIRM_LOOKS``, so that all of them together alarm at most ``alpha``."""
 
 
+DECIDED_WITHIN = 0.2
+"""How near the threshold, as a share of it, a change may read either side: a verdict whose
+estimate is past the threshold is decided once its interval's lower end is above
+``threshold * (1 - DECIDED_WITHIN)``, one within it once the upper end is below
+``threshold * (1 + DECIDED_WITHIN)`` (4% and 6% at 5%). Measuring on until the interval
+cleared the threshold itself spent the cap on every change near it (a change of exactly
+the threshold reads either side however long it is measured). A tenth was too narrow: the
+process allowance alone (0.25%, at the confirmation's alpha) keeps an interval wider than
++-0.5%, so a change of exactly 5% still spent the cap."""
+
+
 def undecided(verdict: Verdict) -> bool:
     """Whether more session pairs could change what ``verdict`` says: it is
-    ``inconclusive``; or its interval straddles the threshold (an estimate near the
+    ``inconclusive``; or its interval reaches across the threshold past
+    :data:`DECIDED_WITHIN` of it on the side away from its estimate (an estimate near the
     threshold falls either side of it by chance); or it is ``unstable`` with its estimate
     past the threshold (a slowdown the machine's noise may be hiding)."""
     if verdict.metric == "structure":
@@ -105,10 +117,11 @@ def undecided(verdict: Verdict) -> bool:
         return True
     if outcome is Outcome.UNSTABLE and verdict.change > verdict.threshold:
         return True
-    return (
-        outcome in (Outcome.OK, Outcome.REGRESSED, Outcome.UNSTABLE)
-        and verdict.low < verdict.threshold < verdict.high
-    )
+    if outcome not in (Outcome.OK, Outcome.REGRESSED, Outcome.UNSTABLE):
+        return False
+    if verdict.change > verdict.threshold:
+        return verdict.low < verdict.threshold * (1.0 - DECIDED_WITHIN)
+    return verdict.high > verdict.threshold * (1.0 + DECIDED_WITHIN)
 
 
 @dataclass(frozen=True)
@@ -199,10 +212,15 @@ class Gate:
         except BaselineError as exc:
             raise GateFailure(f"ortperf baseline unusable: {exc}") from None
 
-    def stop_rule(self, entry: Mapping[str, Any] | None, *, may_reject: bool) -> StopRule | None:
+    def stop_rule(self, entry: Mapping[str, Any] | None) -> StopRule | None:
         """When one session pair of a measurement has said enough (see
-        :func:`~pytest_ortperf.gating.rules.decide_early`): it may stop a pair on a clear
-        regression only where a second measurement on fresh pairs has to confirm it."""
+        :func:`~pytest_ortperf.gating.rules.decide_early`). It may stop a pair on a clear
+        regression only where a second measurement follows (``settings.confirm``): in the
+        first measurement, fresh pairs must confirm it; in the second, at its sharper
+        alpha, such a pair under no change is rare and is one of at least six whose mean
+        must read a significant slowdown (the simulations count the procedure's false
+        alarms with it). Stopping no slowed pair there had spent the full two budgets on
+        every regression, however gross."""
         baseline = ratio_baseline_of(entry)
         if baseline is None:
             return None
@@ -213,7 +231,7 @@ class Gate:
             ratios = [c / r for r, c in zip(reference, candidate, strict=True)]
             return decide_early(
                 ratios, baseline, threshold=settings.threshold, alpha=settings.alpha,
-                may_reject=may_reject and settings.confirm,
+                may_reject=settings.confirm,
             )  # fmt: skip
 
         return clear
@@ -246,7 +264,7 @@ class Gate:
         Against a ratio baseline, a check spreads over :data:`CHECK_PAIRS` session pairs
         (the test's own, then fresh ones), each with its share of the budget, so the
         verdict holds the check's own between-pair spread. While the verdict is undecided
-        (:func:`undecided`: inconclusive, or its interval straddles the threshold) it adds
+        (:func:`undecided`: inconclusive, or its interval reaches across the threshold) it adds
         pairs, up to :data:`EXTEND_BUDGETS` budgets. A verdict that would fail the test,
         or one still undecided there, is measured on :data:`CONFIRM_BUDGET_FACTOR` times the
         budget of fresh pairs more, extended the same way while the pooled verdict is
@@ -268,7 +286,7 @@ class Gate:
             return Decision(first, self._timed(self.judge(first.to_dict(), entry), started, 1))
         hidden = self._hidden_by_processes(baseline, entry)
         per_pair = engine.scaled(1.0 / CHECK_PAIRS)
-        first_stop = self.stop_rule(entry, may_reject=True)
+        first_stop = self.stop_rule(entry)
         parts: list[R] = []
         record, verdicts = self._until_decided(
             measure, per_pair, first_stop, self.judge, entry, merge, parts, step=1,
@@ -280,7 +298,7 @@ class Gate:
         if not (settings.confirm and (self._would_fail(verdicts) or unsettled)):
             return Decision(record, self._timed(_noted(verdicts, hidden), started, len(parts)))
         sharper = self.at_alpha(settings.alpha / CONFIRM_LOOKS)
-        confirm = sharper.stop_rule(entry, may_reject=False)
+        confirm = sharper.stop_rule(entry)
         second = engine.scaled(1.0 / CHECK_PAIRS)  # a measurement of its own
         fresh = [
             measure(second, confirm, True)
