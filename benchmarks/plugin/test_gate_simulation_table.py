@@ -9,7 +9,8 @@ Run (about 8 minutes at 300 checks on 2 cores; 1000 take about 25)::
 ``ORTPERF_SIM_CHECKS`` [1000] checks per no-change scenario (50 baselines), a fifth of that
 per detection level; ``ORTPERF_SIM_ONLY`` [all]: only the scenarios whose name holds this
 text (each keeps its seeds, so its row reads as in the whole table). Prints rates with 95%
-Wilson intervals; asserts only that every check ended with a verdict.
+Wilson intervals and the mean budgets a check spent (unchanged, at +6% and at 2x); asserts
+only that every check ended with a verdict.
 """
 
 from __future__ import annotations
@@ -38,8 +39,9 @@ def test_gate_simulation_table(capsys: object) -> None:
     per = max(checks // baselines, 1)
     rows = [
         "| scenario | false alarms (5%) | inconclusive | unstable | false alarms (threshold 0) "
-        "| +6% caught | +8% caught | +11% caught | 2x caught | budgets per check |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| +6% caught | +8% caught | +11% caught | 2x caught | budgets per check "
+        "| budgets at +6% | budgets at 2x |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     only = os.environ.get("ORTPERF_SIM_ONLY", "")
     for i, (name, scenario) in enumerate({**SCENARIOS, **STRESS}.items()):
@@ -47,18 +49,19 @@ def test_gate_simulation_table(capsys: object) -> None:
             continue
         aa = simulate(scenario, baselines, per, seed=100 + i)
         zero = simulate(scenario, baselines // 5, per, seed=200 + i, threshold=0.0)
-        caught = []
+        caught, spent = [], []
         for j, change in enumerate((0.06, 0.08, 0.11, 1.0)):
             slowed = dataclasses.replace(scenario, change=change)
             tally = simulate(slowed, baselines // 5, per, seed=300 + 10 * i + j)
             caught.append(_rate(tally.total[Outcome.REGRESSED], tally.checks))
+            spent.append(sum(tally.budgets) / len(tally.budgets))
         n = aa.checks
         assert n == baselines * per
         rows.append(
             f"| {name} | {_rate(aa.total[Outcome.REGRESSED], n)} | "
             f"{_rate(aa.total[Outcome.INCONCLUSIVE], n)} | {_rate(aa.total[Outcome.UNSTABLE], n)} | "
             f"{_rate(zero.total[Outcome.REGRESSED], zero.checks)} | {' | '.join(caught)} | "
-            f"{sum(aa.budgets) / len(aa.budgets):.2f} |"
+            f"{sum(aa.budgets) / len(aa.budgets):.2f} | {spent[0]:.2f} | {spent[-1]:.2f} |"
         )
         print(rows[-1], flush=True)
     print("\n" + "\n".join(rows))
