@@ -582,9 +582,10 @@ def decide_early(
     With at least ``min_rounds`` ratios: the ``1 - 2 * alpha`` interval of the pair's
     change lies inside ``(-threshold, +threshold)`` (clearly ok), below ``-threshold``
     (clearly improved), or, when ``may_reject``, above the threshold (clearly regressed:
-    only where fresh pairs must confirm it; such a pair, stopped while it reads high, is
-    pooled with them, which matters only well past the threshold, where a pair can stop
-    so); or the pair's own error has become small
+    only where a second measurement on fresh pairs follows, in both of its measurements,
+    :meth:`~pytest_ortperf.gating.gate.Gate.stop_rule`; such a pair, stopped while it reads
+    high, is pooled with the others, which matters only well past the threshold, where a
+    pair can stop so); or the pair's own error has become small
     beside the between-pair spread (more blocks cannot narrow the interval), when
     ``may_reject`` or the interval already excludes a regression.
     """
