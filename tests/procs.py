@@ -5,6 +5,7 @@ latency judged beside the baseline's model."""
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 
 
@@ -39,3 +40,10 @@ def descendants(pid: int) -> set[int]:
         frontier = {p for p, parent in table.items() if parent in frontier} - found
         found |= frontier
     return found
+
+
+def interruptible() -> None:
+    """``preexec_fn`` for a child a test interrupts: SIGINT back to its default, so that the
+    child's Python turns it into ``KeyboardInterrupt`` even when this test run was started
+    with SIGINT ignored (a background job of a non-interactive shell passes that on)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from procs import interruptible
 
 from pytest_ortperf.gating.tails import MIN_ROUNDS, MIN_TAIL_CALLS, calls_for, judge_tail
 from pytest_ortperf.measuring.coldstart import MAX_LAUNCHES, check_launch_settings
@@ -356,7 +357,7 @@ def test_ctrl_c_during_throughput_warm_up_ends_pytest_promptly(tmp_path: Path) -
         [sys.executable, "-m", "pytest", "-s", "-p", "no:cacheprovider", "--ortperf",
          "--ortperf-store=none", "test_tp.py"],
         cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        env={**os.environ, "PYTHONUNBUFFERED": "1"}, preexec_fn=interruptible,
     )  # fmt: skip
     assert child.stdout is not None
     lines = []

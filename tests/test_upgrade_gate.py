@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from procs import children, descendants
+from procs import children, descendants, interruptible
 
 from pytest_ortperf.cli import main
 from pytest_ortperf.gating.ab import histogram_changes, judge_ab
@@ -530,7 +530,10 @@ def test_ctrl_c_on_ortperf_ab_exits_130_cleanly(tmp_path: Path) -> None:
     command = [sys.executable, "-m", "pytest_ortperf.cli", "ab", str(model), "--a",
                sys.executable, "--b", sys.executable, "--dim", "B=1", "--budget", "60",
                "--profile-runs", "0", "--processes", "2"]  # fmt: skip
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=interruptible,
+    )  # fmt: skip
     deadline = time.monotonic() + 60
     workers: set[int] = set()
     while len(workers) < 4 and time.monotonic() < deadline and proc.poll() is None:
