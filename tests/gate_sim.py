@@ -10,7 +10,9 @@ offset. Scenarios add what real runners show: a between-pair spread, process-lev
 effects, odd session pairs far off, dependent (AR(1)) blocks and heavy-tailed blocks.
 
 Used by ``tests/test_gate_simulation.py`` (targets, at sizes a test suite affords) and by
-``benchmarks/plugin/test_gate_simulation_table.py`` (the README's table).
+``benchmarks/plugin/test_gate_simulation_table.py`` (the README's table) and
+``benchmarks/plugin/test_gate_decided_within.py`` (how near the threshold a verdict is
+decided).
 """
 
 from __future__ import annotations

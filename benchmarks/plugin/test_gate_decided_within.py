@@ -1,0 +1,99 @@
+"""How near the threshold a verdict may be decided, compared by seeded simulation: the
+table of "Why a pass is held to 15%" in ``docs/pages/gating.md``. Pure simulation (no
+timing): any machine gives the same figures.
+
+Each rule is :data:`~pytest_ortperf.gating.gate.DECIDED_WITHIN` (a verdict past the
+threshold) and :data:`~pytest_ortperf.gating.gate.PASSES_WITHIN` (one within it), set for
+the run. Every baseline and every check draws from its own seeded stream, the same for
+every rule, so two rules see the same processes and differ only where the rule makes a
+check measure more; the table counts the checks one rule caught and the other did not.
+
+Run (about 40 minutes on 2 cores at 200 baselines)::
+
+    pytest -s benchmarks/plugin/test_gate_decided_within.py
+
+``ORTPERF_SIM_BASELINES`` [200] baselines per cell, 4 checks each. Asserts only that every
+check ended with a verdict.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))
+
+from gate_sim import BUSY, SCENARIOS, STRESS, Scenario, baseline_entry, check
+
+from pytest_ortperf.gating import gate
+from pytest_ortperf.gating.settings import GateSettings
+from pytest_ortperf.results import Outcome
+
+RULES = ((0.0, 0.0), (0.2, 0.2), (0.2, 0.15), (0.2, 0.1))
+"""(past, within): the interval itself; a fifth either side; today's; a tenth within."""
+CELLS = (
+    ("process 0.5%", 0.06),
+    ("process 0.5%", 0.04),
+    ("pairs 2%", 0.06),
+    ("pairs 2%", 0.04),
+    ("busy", 0.06),
+    ("iid", 0.05),
+    ("process 2% (stress)", 0.0),
+)
+CHECKS = 4
+
+
+def cell(scenario: Scenario, baselines: int) -> list[tuple[Outcome, float]]:
+    """Outcome and budgets of every check, ``CHECKS`` against each baseline, each drawn
+    from its own stream (keyed by the scenario's name length and change)."""
+    key = [len(scenario.name), int(scenario.change * 1000)]
+    judge = gate.Gate(GateSettings(threshold=0.05, alpha=0.01), None, dict, clock=lambda: 0.0)  # type: ignore[arg-type]
+    found = []
+    for b in range(baselines):
+        entry = baseline_entry(np.random.default_rng([39, b, *key]), scenario)
+        for c in range(CHECKS):
+            found.append(check(judge, np.random.default_rng([39, b, c + 1, *key]), scenario, entry))
+    return found
+
+
+def test_decided_within(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    baselines = int(os.environ.get("ORTPERF_SIM_BASELINES", "200"))
+    todays = (gate.DECIDED_WITHIN, gate.PASSES_WITHIN)
+    assert todays in RULES
+    scenarios = {**SCENARIOS, **STRESS, "busy": BUSY}
+    results: dict[tuple[float, float], dict[tuple[str, float], list[tuple[Outcome, float]]]] = {}
+    for rule in RULES:
+        monkeypatch.setattr(gate, "DECIDED_WITHIN", rule[0])
+        monkeypatch.setattr(gate, "PASSES_WITHIN", rule[1])
+        results[rule] = {
+            (name, change): cell(dataclasses.replace(scenarios[name], change=change), baselines)
+            for name, change in CELLS
+        }
+    today = results[todays]
+    rows = [
+        "| scenario | change | past, within | regressed | budgets | caught, not today's | today's, not this |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for name, change in CELLS:
+        mine = [o is Outcome.REGRESSED for o, _ in today[(name, change)]]
+        for rule in RULES:
+            found = results[rule][(name, change)]
+            assert len(found) == baselines * CHECKS
+            hit = [o is Outcome.REGRESSED for o, _ in found]
+            spent = sum(b for _, b in found) / len(found)
+            only = sum(h and not m for h, m in zip(hit, mine, strict=True))
+            lost = sum(m and not h for h, m in zip(hit, mine, strict=True))
+            rows.append(
+                f"| {name} | {change:+.0%} | {rule[0]:.2f}, {rule[1]:.2f} "
+                f"| {sum(hit) / len(hit):.1%} | {spent:.2f} | {only} | {lost} |"
+            )
+    with capsys.disabled():
+        print(f"\nhow near the threshold a verdict is decided ({baselines} baselines x {CHECKS})")
+        print("\n".join(rows))
