@@ -8,7 +8,7 @@ the run. Every baseline and every check draws from its own seeded stream, the sa
 every rule, so two rules see the same processes and differ only where the rule makes a
 check measure more; the table counts the checks one rule caught and the other did not.
 
-Run (about 50 minutes on 2 cores at 200 baselines)::
+Run (about an hour, one process, at 200 baselines)::
 
     pytest -s benchmarks/plugin/test_gate_decided_within.py
 
