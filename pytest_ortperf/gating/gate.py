@@ -106,8 +106,9 @@ than :data:`DECIDED_WITHIN`, because a check that stops on a pass near the thres
 misses the slowdowns its own process offset hid, which more pairs often find (simulated
 at a 0.5% process SD, +6% caught 88.0% against 85.6% with a fifth, 800 checks with the
 same random numbers). Not narrower still: the 0.25% allowance for the process alone keeps
-an interval wider than +-0.7% at the confirmation's alpha, so below about 0.14 a change
-of exactly the threshold could not be decided as a pass and spent the cap."""
+an interval at least +-0.7% wide at the confirmation's alpha, so with a tenth a pass
+reading within about 0.2% of the threshold could never be decided, and a change of
+exactly the threshold took 5.8 budgets (3.4 with 15%)."""
 
 
 def undecided(verdict: Verdict) -> bool:
@@ -269,22 +270,23 @@ class Gate:
         session pair), judge, extend what is undecided and confirm what would fail.
 
         Against a ratio baseline, a check spreads over :data:`CHECK_PAIRS` session pairs
-        (the test's own, then fresh ones), each with its share of the budget, so the
-        verdict holds the check's own between-pair spread. While the verdict is undecided
-        (:func:`undecided`: inconclusive, or its interval reaches across the threshold) it adds
-        pairs, up to :data:`EXTEND_BUDGETS` budgets. A verdict that would fail the test,
-        or one still undecided there, is measured on :data:`CONFIRM_BUDGET_FACTOR` times the
-        budget of fresh pairs more, extended the same way while the pooled verdict is
-        undecided (at most :data:`EXTEND_BUDGETS` budgets more), and :func:`confirmed`
-        decides: the pooled pairs say how large the change is, the fresh ones alone must
-        show the slowdown. Each of the second measurement's :data:`CONFIRM_LOOKS` looks is
-        judged at ``alpha / CONFIRM_LOOKS``: a false alarm needs the fresh pairs alone to
-        read a significant slowdown at one of them, so the procedure's false-alarm rate is
-        at most ``alpha`` however many looks the first measurement took. Against a baseline
-        whose processes read so far apart that a check's own process hides a slowdown of
-        the threshold (:func:`~pytest_ortperf.gating.rules.process_limit`), neither
-        measurement adds pairs beyond its first ones, only a verdict that would fail is
-        measured a second time, and an undecided verdict says why.
+        (the test's own, then fresh ones), each with its share of the budget, so the verdict
+        holds the check's own between-pair spread. While the verdict is undecided
+        (:func:`undecided`: inconclusive, or its interval reaches across the threshold by
+        more than a margin) it adds pairs, up to :data:`EXTEND_BUDGETS` budgets. A verdict
+        that would fail the test, or one still undecided there, is measured on
+        :data:`CONFIRM_BUDGET_FACTOR` times the budget of fresh pairs more, extended the
+        same way while the pooled verdict is undecided (at most :data:`EXTEND_BUDGETS`
+        budgets more), and :func:`confirmed` decides: the pooled pairs say how large the
+        change is, the fresh ones alone must show the slowdown. Each of the second
+        measurement's :data:`CONFIRM_LOOKS` looks is judged at ``alpha / CONFIRM_LOOKS``: a
+        false alarm needs the fresh pairs alone to read a significant slowdown at one of
+        them, so the procedure's false-alarm rate is at most ``alpha`` however many looks
+        the first measurement took. Against a baseline whose processes read so far apart
+        that a check's own process hides a slowdown of the threshold
+        (:func:`~pytest_ortperf.gating.rules.process_limit`), neither measurement adds pairs
+        beyond its first ones, only a verdict that would fail is measured a second time, and
+        an undecided verdict says why.
         """
         started = self.clock()
         baseline = ratio_baseline_of(entry)
