@@ -160,10 +160,15 @@ def baseline_entry(rng: np.random.Generator, scenario: Scenario) -> dict[str, An
 
 @dataclass
 class Tally:
-    """Outcomes of simulated checks, per baseline, and the budgets they spent."""
+    """Outcomes of simulated checks, per baseline in the order they ran, and the budgets
+    they spent."""
 
-    per_baseline: list[Counter[Outcome]] = field(default_factory=list)
+    outcomes: list[list[Outcome]] = field(default_factory=list)
     budgets: list[float] = field(default_factory=list)
+
+    @property
+    def per_baseline(self) -> list[Counter[Outcome]]:
+        return [Counter(found) for found in self.outcomes]
 
     @property
     def total(self) -> Counter[Outcome]:
@@ -191,20 +196,31 @@ def simulate(
     threshold: float = 0.05,
     alpha: float = 0.01,
     strict: bool = False,
+    streams: Sequence[int] | None = None,
 ) -> Tally:
-    """``checks`` checks (each its own process) against each of ``baselines`` baselines."""
-    rng = np.random.default_rng(seed)
+    """``checks`` checks (each its own process) against each of ``baselines`` baselines.
+
+    One random stream runs through them all, unless ``streams`` is given: then baseline
+    ``b`` draws from the stream keyed ``[seed, b, *streams]`` and its check ``c`` from
+    ``[seed, b, c + 1, *streams]``, so two procedures given the same key see the same
+    processes, pairs and blocks up to where one of them measures more (a paired
+    comparison)."""
+    shared = np.random.default_rng(seed)
+
+    def rng(*where: int) -> np.random.Generator:
+        return shared if streams is None else np.random.default_rng([seed, *where, *streams])
+
     settings = GateSettings(threshold=threshold, alpha=alpha, strict=strict)
     gate = Gate(settings, None, dict, clock=lambda: 0.0)  # type: ignore[arg-type]
     tally = Tally()
-    for _ in range(baselines):
-        entry = baseline_entry(rng, scenario)
-        counts: Counter[Outcome] = Counter()
-        for _ in range(checks):
-            outcome, budgets = check(gate, rng, scenario, entry)
-            counts[outcome] += 1
+    for b in range(baselines):
+        entry = baseline_entry(rng(b), scenario)
+        found = []
+        for c in range(checks):
+            outcome, budgets = check(gate, rng(b, c + 1), scenario, entry)
+            found.append(outcome)
             tally.budgets.append(budgets)
-        tally.per_baseline.append(counts)
+        tally.outcomes.append(found)
     return tally
 
 

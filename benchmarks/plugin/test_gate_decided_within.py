@@ -23,15 +23,13 @@ import os
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))
 
-from gate_sim import BUSY, SCENARIOS, STRESS, Scenario, baseline_entry, check
+from gate_sim import BUSY, SCENARIOS, STRESS, Scenario, Tally, simulate
 
 from pytest_ortperf.gating import gate
-from pytest_ortperf.gating.settings import GateSettings
 from pytest_ortperf.results import Outcome
 
 RULES = ((0.0, 0.0), (0.2, 0.2), (0.2, 0.15), (0.2, 0.1))
@@ -50,18 +48,17 @@ CELLS = (
 CHECKS = 4
 
 
-def cell(scenario: Scenario, baselines: int) -> list[tuple[Outcome, float]]:
-    """Outcome and budgets of every check, ``CHECKS`` against each baseline, each drawn
-    from its own stream (keyed by the scenario's name length and change, as the runs the
-    docs quote were; distinct for every cell of :data:`CELLS`)."""
+def cell(scenario: Scenario, baselines: int) -> Tally:
+    """``CHECKS`` checks against each baseline, every baseline and check from its own
+    stream, keyed by the scenario's name length and change (as the runs the docs quote
+    were; distinct for every cell of :data:`CELLS`)."""
     key = [len(scenario.name), int(scenario.change * 1000)]
-    judge = gate.Gate(GateSettings(threshold=0.05, alpha=0.01), None, dict, clock=lambda: 0.0)  # type: ignore[arg-type]
-    found = []
-    for b in range(baselines):
-        entry = baseline_entry(np.random.default_rng([39, b, *key]), scenario)
-        for c in range(CHECKS):
-            found.append(check(judge, np.random.default_rng([39, b, c + 1, *key]), scenario, entry))
-    return found
+    return simulate(scenario, baselines, CHECKS, seed=39, streams=key)
+
+
+def caught(tally: Tally) -> list[bool]:
+    """Whether each check, in order, read ``regressed``."""
+    return [o is Outcome.REGRESSED for found in tally.outcomes for o in found]
 
 
 def test_decided_within(
@@ -71,7 +68,7 @@ def test_decided_within(
     todays = (gate.DECIDED_WITHIN, gate.PASSES_WITHIN)
     assert todays in RULES
     scenarios = {**SCENARIOS, **STRESS, "busy": BUSY}
-    results: dict[tuple[float, float], dict[tuple[str, float], list[tuple[Outcome, float]]]] = {}
+    results: dict[tuple[float, float], dict[tuple[str, float], Tally]] = {}
     for rule in RULES:
         monkeypatch.setattr(gate, "DECIDED_WITHIN", rule[0])
         monkeypatch.setattr(gate, "PASSES_WITHIN", rule[1])
@@ -85,12 +82,12 @@ def test_decided_within(
         "|---|---|---|---|---|---|---|",
     ]
     for name, change in CELLS:
-        mine = [o is Outcome.REGRESSED for o, _ in today[(name, change)]]
+        mine = caught(today[(name, change)])
         for rule in RULES:
-            found = results[rule][(name, change)]
-            assert len(found) == baselines * CHECKS
-            hit = [o is Outcome.REGRESSED for o, _ in found]
-            spent = sum(b for _, b in found) / len(found)
+            tally = results[rule][(name, change)]
+            assert tally.checks == baselines * CHECKS
+            hit = caught(tally)
+            spent = sum(tally.budgets) / len(tally.budgets)
             only = sum(h and not m for h, m in zip(hit, mine, strict=True))
             lost = sum(m and not h for h, m in zip(hit, mine, strict=True))
             rows.append(
