@@ -59,6 +59,9 @@ class Scenario:
     update_processes: int = 1
     """Processes a baseline is taken in (``--ortperf-update-processes``), each with its own
     offset."""
+    check_processes: int = 1
+    """A what-if: processes a check's offset is averaged over (its standard deviation
+    divided by the square root). The gate has no such mode; this bounds what one would buy."""
 
     def pair_offset(self, rng: np.random.Generator) -> float:
         offset = rng.normal(0.0, self.between) if self.between else 0.0
@@ -229,7 +232,8 @@ def check(
 ) -> tuple[Outcome, float]:
     """One check (its own process) against ``entry``: its ratio outcome (``regressed``
     where strict mode fails the test) and the budgets it spent."""
-    offset = math.log1p(scenario.change) + scenario.process_offset(rng)
+    own = scenario.process_offset(rng) / math.sqrt(scenario.check_processes)
+    offset = math.log1p(scenario.change) + own
     engine = PairEngine(scenario, rng, offset)
     decision = gate.decide(measure, engine, entry, merge_runs)
     (ratio,) = [v for v in decision.verdicts if v.metric == "ratio"]
