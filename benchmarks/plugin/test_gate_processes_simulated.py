@@ -9,7 +9,7 @@ process or, as a what-if the gate has no mode for, with their own offset average
 seeded stream, the same for every variant, so the table counts the checks one variant
 caught and the default (one process each) did not, and the other way round.
 
-Run (about 20 minutes, one process, at 200 baselines)::
+Run (about half an hour, one process, at 200 baselines)::
 
     pytest -s benchmarks/plugin/test_gate_processes_simulated.py
 
