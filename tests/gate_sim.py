@@ -12,7 +12,7 @@ effects, odd session pairs far off, dependent (AR(1)) blocks and heavy-tailed bl
 Used by ``tests/test_gate_simulation.py`` (targets, at sizes a test suite affords) and by
 ``benchmarks/plugin/test_gate_simulation_table.py`` (the README's table) and
 ``benchmarks/plugin/test_gate_decided_within.py`` (how near the threshold a verdict is
-decided).
+decided) and ``benchmarks/plugin/test_gate_processes_simulated.py`` (what processes buy).
 """
 
 from __future__ import annotations
@@ -172,6 +172,20 @@ class Tally:
     @property
     def per_baseline(self) -> list[Counter[Outcome]]:
         return [Counter(found) for found in self.outcomes]
+
+    @property
+    def caught(self) -> list[bool]:
+        """Whether each check, in the order they ran, read ``regressed``."""
+        return [o is Outcome.REGRESSED for found in self.outcomes for o in found]
+
+    def caught_apart(self, other: Tally) -> tuple[int, int]:
+        """Against ``other``, the same checks on common random numbers (``simulate`` with
+        one ``streams`` key): how many only this tally caught, and how many only
+        ``other`` caught."""
+        mine, theirs = self.caught, other.caught
+        only = sum(m and not t for m, t in zip(mine, theirs, strict=True))
+        lost = sum(t and not m for m, t in zip(mine, theirs, strict=True))
+        return only, lost
 
     @property
     def total(self) -> Counter[Outcome]:

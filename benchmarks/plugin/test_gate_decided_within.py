@@ -56,11 +56,6 @@ def cell(scenario: Scenario, baselines: int) -> Tally:
     return simulate(scenario, baselines, CHECKS, seed=39, streams=key)
 
 
-def caught(tally: Tally) -> list[bool]:
-    """Whether each check, in order, read ``regressed``."""
-    return [o is Outcome.REGRESSED for found in tally.outcomes for o in found]
-
-
 def test_decided_within(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -82,17 +77,14 @@ def test_decided_within(
         "|---|---|---|---|---|---|---|",
     ]
     for name, change in CELLS:
-        mine = caught(today[(name, change)])
         for rule in RULES:
             tally = results[rule][(name, change)]
             assert tally.checks == baselines * CHECKS
-            hit = caught(tally)
             spent = sum(tally.budgets) / len(tally.budgets)
-            only = sum(h and not m for h, m in zip(hit, mine, strict=True))
-            lost = sum(m and not h for h, m in zip(hit, mine, strict=True))
+            only, lost = tally.caught_apart(today[(name, change)])
             rows.append(
                 f"| {name} | {change:+.0%} | {rule[0]:.2f}, {rule[1]:.2f} "
-                f"| {sum(hit) / len(hit):.1%} | {spent:.2f} | {only} | {lost} |"
+                f"| {tally.rate(Outcome.REGRESSED):.1%} | {spent:.2f} | {only} | {lost} |"
             )
     with capsys.disabled():
         print(f"\nhow near the threshold a verdict is decided ({baselines} baselines x {CHECKS})")

@@ -47,11 +47,6 @@ def cell(scenario: Scenario, baselines: int) -> Tally:
     return simulate(scenario, baselines, CHECKS, seed=SEED, streams=key)
 
 
-def caught(tally: Tally) -> list[bool]:
-    """Whether each check, in order, read ``regressed``."""
-    return [o is Outcome.REGRESSED for found in tally.outcomes for o in found]
-
-
 def test_processes_simulated(capsys: pytest.CaptureFixture[str]) -> None:
     baselines = int(os.environ.get("ORTPERF_SIM_BASELINES", "200"))
     rows = [
@@ -69,16 +64,13 @@ def test_processes_simulated(capsys: pytest.CaptureFixture[str]) -> None:
             )
             for up, cp in VARIANTS
         }
-        default = caught(tallies[(1, 1)])
         for variant, tally in tallies.items():
             assert tally.checks == baselines * CHECKS
-            hit = caught(tally)
-            low, high = wilson_interval(sum(hit), len(hit))
-            only = sum(h and not d for h, d in zip(hit, default, strict=True))
-            lost = sum(d and not h for h, d in zip(hit, default, strict=True))
+            low, high = wilson_interval(tally.total[Outcome.REGRESSED], tally.checks)
+            only, lost = tally.caught_apart(tallies[(1, 1)])
             rows.append(
                 f"| {name} | {change:+.0%} | {variant[0]}, {variant[1]} "
-                f"| {sum(hit) / len(hit):.1%} [{low:.1%}, {high:.1%}] "
+                f"| {tally.rate(Outcome.REGRESSED):.1%} [{low:.1%}, {high:.1%}] "
                 f"| {tally.rate(Outcome.INCONCLUSIVE):.1%} "
                 f"| {sum(tally.budgets) / len(tally.budgets):.2f} | {only} | {lost} |"
             )
