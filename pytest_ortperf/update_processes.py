@@ -171,7 +171,8 @@ def merge_process_records(
     (``others``) took of each: a compare or normalized latency gets every process's runs
     (in process order), ``processes`` (the runs each took) and the smallest slowdown the
     pooled runs can detect at ``alpha``; any other record, or one no other process
-    recorded (its test failed there), stays this process's alone."""
+    recorded (its test failed there), stays this process's alone. The A/A ratio baseline
+    a record keeps to be judged beside its model is pooled over the processes the same way."""
     from pytest_ortperf.gating.gate import DETECTS, detects_of
     from pytest_ortperf.measuring.records import merge_processes, run_sizes
     from pytest_ortperf.results import PROCESSES, Comparison, LatencyResult, record_from_dict
@@ -182,7 +183,7 @@ def merge_process_records(
         key = _key(payload)
         parts = [payload, *(f[key] for f in found if key in f)] if mergeable(payload) else []
         if len(parts) < 2:
-            merged.append(dict(payload))
+            merged.append(_beside_merged(dict(payload), others))
             continue
         records = [record_from_dict(p) for p in parts]
         comparisons = [r for r in records if isinstance(r, Comparison)]
@@ -193,8 +194,30 @@ def merge_process_records(
         processes = [len(run_sizes(r)) for r in (comparisons or latencies)]
         detects = detects_of(whole, alpha)
         extra = {} if detects is None else {DETECTS: detects}
-        merged.append({**payload, **whole.to_dict(), PROCESSES: processes, **extra})
+        merged.append(
+            _beside_merged({**payload, **whole.to_dict(), PROCESSES: processes, **extra}, others)
+        )
     return merged
+
+
+def _beside_merged(payload: Payload, others: Sequence[Sequence[Mapping[str, Any]]]) -> Payload:
+    """``payload`` with the A/A ratio baseline it keeps to be judged beside its model
+    (:mod:`pytest_ortperf.gating.beside`) pooled with those the further processes took of
+    the same record, where any did (:func:`~pytest_ortperf.gating.beside.merge_beside`)."""
+    from pytest_ortperf.gating.baseline_schema import BESIDE, BESIDE_RATIOS
+    from pytest_ortperf.gating.beside import merge_beside
+
+    if not (payload.get(BESIDE) and payload.get(BESIDE_RATIOS)):
+        return payload
+    key = _key(payload)
+    parts: list[Mapping[str, Any]] = [payload]
+    for part in others:
+        match = next(
+            (p for p in part if _key(p) == key and p.get(BESIDE) and p.get(BESIDE_RATIOS)), None
+        )
+        if match is not None:
+            parts.append(match)
+    return {**payload, **merge_beside(parts)} if len(parts) > 1 else payload
 
 
 def in_further_processes(

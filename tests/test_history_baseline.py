@@ -17,10 +17,11 @@ from ortperf_store_factories import ENV, GIT, OTHER_ENV, SESSION, latency, measu
 from pg_server import Postgres
 
 from pytest_ortperf.gating.gate import failure_message
-from pytest_ortperf.gating.history import MIN_RUNS, judge_against_runs
+from pytest_ortperf.gating.history import MIN_RUNS
 from pytest_ortperf.gating.history_baseline import HistoryBaselines, HistoryGate, resolve_machine
 from pytest_ortperf.gating.settings import MIN_HISTORY_RUNS, GateSettings, HistorySettings
 from pytest_ortperf.machine import machine_fingerprint
+from pytest_ortperf.recorder.cold_start import judge_cold_start
 from pytest_ortperf.results import ColdStartResult, Outcome, Record, Verdict
 from pytest_ortperf.store.read import list_runs
 from pytest_ortperf.store.write import save_run
@@ -276,16 +277,8 @@ def cold(create: float, seed: int) -> Record:
 
 
 def cold_verdicts(g: HistoryGate, record: ColdStartResult) -> dict[str, Verdict]:
-    """The history gate's verdicts of each figure, as the recorder asks for them."""
-    out = {}
-    for figure in record.figures:
-        key = {"test": record.test, "name": record.name, "api": record.api,
-               "kind": record.kind, "figure": figure, "session": SESSION.to_dict()}  # fmt: skip
-        earlier = g.history(key) if g.history is not None else None
-        out[figure] = judge_against_runs(
-            record.median(figure), earlier or (), threshold=0.05, alpha=0.01
-        )
-    return out
+    """The history gate's verdicts of each figure, as the recorder judges them."""
+    return {v.metric.removeprefix("cold_start."): v for v in judge_cold_start(TEST, record, g)}
 
 
 def test_cold_start_is_gated_against_its_history(db: str) -> None:
@@ -299,6 +292,10 @@ def test_cold_start_is_gated_against_its_history(db: str) -> None:
     assert all(v.n == 8 for v in same.values())
     slow = cold_verdicts(g, cold(0.3, 99))
     assert slow["create"].outcome is Outcome.REGRESSED, slow["create"].message
+    # Judged at the latencies' threshold, 0 included (once taken for "not set").
+    assert {v.threshold for v in same.values()} == {0.05}
+    strict = cold_verdicts(gate(db, threshold=0.5, latency_threshold=0.0), cold(0.2, 99))
+    assert {v.threshold for v in strict.values()} == {0.0}
 
 
 def test_one_run_set_aside_reads_in_the_singular(db: str) -> None:

@@ -16,7 +16,9 @@ from test_gating_baseline import ENV, compare_record, latency_record, normalized
 
 from pytest_ortperf import scratch
 from pytest_ortperf.gating.baseline_entries import entry_from_record
-from pytest_ortperf.gating.baseline_schema import entry_problem
+from pytest_ortperf.gating.baseline_judge import ratio_baseline_of
+from pytest_ortperf.gating.baseline_schema import BESIDE, BESIDE_RATIOS, entry_problem
+from pytest_ortperf.gating.beside import as_compare_entry
 from pytest_ortperf.gating.gate import DETECTS
 from pytest_ortperf.results import GATED, PROCESSES
 from pytest_ortperf.stats import paired_ratio
@@ -68,6 +70,45 @@ def test_a_normalized_latency_gets_every_process_runs_and_control() -> None:
     assert merged[PROCESSES] == [2, 1]
     assert len(merged["control"]["samples"]) == 10
     assert len(merged["block_ratios"]) == 10
+
+
+def with_beside(payload: dict[str, Any], ratios: list[float], runs: list[int]) -> dict[str, Any]:
+    """``payload`` keeping an A/A ratio baseline of ``ratios`` in ``runs`` (as
+    ``--ortperf-update`` keeps one to judge a latency beside the baseline's model)."""
+    summary = {"ratio": 1.0, "low": 0.99, "high": 1.01, "confidence": 0.95, "n": len(ratios)}
+    return {**payload, BESIDE: {**summary, **({"runs": runs} if len(runs) > 1 else {})},
+            BESIDE_RATIOS: ratios}  # fmt: skip
+
+
+@pytest.mark.parametrize("mode", ["normalized", "absolute"])
+def test_the_beside_baseline_gets_every_process_runs(mode: str) -> None:
+    def record(centre: float, n: int) -> dict[str, Any]:
+        if mode == "normalized":
+            return runs_of(normalized_record(blocks(centre, n)), [n])
+        return {**latency_record(blocks(centre, n)), GATED: True}
+
+    own = with_beside(record(1e-3, 6), blocks(1.0, 6), [3, 3])
+    other = with_beside(record(1.1e-3, 4), blocks(1.02, 4), [4])
+    [merged] = merge_process_records([own], [[other]], 0.01)
+    ratios = blocks(1.0, 6) + blocks(1.02, 4)
+    assert merged[BESIDE_RATIOS] == pytest.approx(ratios)
+    assert merged[BESIDE]["runs"] == [3, 3, 4]
+    assert merged[BESIDE][PROCESSES] == [2, 1]
+    assert merged[BESIDE]["ratio"] == pytest.approx(paired_ratio(ratios, 0.95).ratio)
+
+    entry = entry_from_record(merged, ENV)
+    assert entry_problem(entry) is None
+    baseline = ratio_baseline_of(as_compare_entry(entry))
+    assert baseline is not None and baseline.processes == 2 and baseline.runs == 3
+    broken = {**entry, BESIDE: {**entry[BESIDE], PROCESSES: [1, 1]}}
+    assert "must count its runs per process" in str(entry_problem(broken))
+
+
+def test_a_beside_baseline_no_other_process_kept_stays_this_process_alone() -> None:
+    own = with_beside(runs_of(normalized_record(blocks(1e-3, 4)), [4]), blocks(1.0, 4), [2, 2])
+    other = runs_of(normalized_record(blocks(1e-3, 4)), [4])  # no artifact kept there
+    [merged] = merge_process_records([own], [[other]], 0.01)
+    assert merged[BESIDE] == own[BESIDE] and merged[BESIDE_RATIOS] == own[BESIDE_RATIOS]
 
 
 def test_what_is_not_merged_stays_this_process_alone() -> None:
@@ -162,6 +203,9 @@ def test_an_update_in_two_processes_keeps_both_processes_runs(pytester: pytest.P
     processes = entry[PROCESSES]
     assert len(processes) == 2 and all(n >= 2 for n in processes)
     assert sum(processes) == len(entry["runs"])
+    # The candidate's A/A baseline (to judge it beside the baseline's) pools both too.
+    beside = entry[BESIDE]
+    assert len(beside[PROCESSES]) == 2 and sum(beside[PROCESSES]) == len(beside["runs"])
     assert _update_dirs() == before  # the parts and logs are gone
 
     # A later check reads the two-process baseline like any other.

@@ -78,6 +78,8 @@ class Beside(msgspec.Struct, kw_only=True):
     confidence: Number = 0.0
     n: Annotated[int, msgspec.Meta(ge=0)] = 0
     runs: RunSizes | None = None
+    processes: RunSizes | None = None
+    """Runs each process took (``--ortperf-update-processes``), adding up to ``runs``."""
 
 
 class CompareEntry(Entry, kw_only=True):
@@ -251,6 +253,10 @@ def entry_problem(entry: Mapping[str, Any]) -> str | None:
         ratios = getattr(checked, BESIDE_RATIOS, None)
         if ratios is None or (beside.runs is not None and sum(beside.runs) != len(ratios)):
             return f"field {BESIDE!r} must come with {BESIDE_RATIOS!r}, its runs adding up to them"
+        if beside.processes is not None and (
+            beside.runs is None or sum(beside.processes) != len(beside.runs)
+        ):
+            return f"field {BESIDE!r} must count its runs per process, adding up to its runs"
     if kind == "memory":
         return check_memory_entry(entry)
     return None

@@ -25,8 +25,8 @@ from pytest_ortperf.gating.baseline_judge import measurement_warnings, ratio_bas
 from pytest_ortperf.gating.baseline_schema import BESIDE, BESIDE_RATIOS
 from pytest_ortperf.gating.gate import Gate
 from pytest_ortperf.gating.rules import downgrade, judge_ratio
-from pytest_ortperf.results import Outcome, Verdict
-from pytest_ortperf.stats import median
+from pytest_ortperf.results import PROCESSES, Outcome, Verdict
+from pytest_ortperf.stats import median, paired_ratio
 from pytest_ortperf.units import format_change, format_interval
 
 MODE = "judged"
@@ -56,6 +56,25 @@ def beside_fields(comparison: Mapping[str, Any]) -> dict[str, Any]:
     runs = [int(r) for r in comparison.get("runs") or ()]
     if len(runs) > 1 and sum(runs) == len(ratios):
         summary["runs"] = runs
+    return {BESIDE: summary, BESIDE_RATIOS: ratios}
+
+
+def merge_beside(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The A/A ratio baselines of one entry taken in several processes
+    (``--ortperf-update-processes``; ``parts``: each process's payload, carrying
+    :func:`beside_fields`) as one: every process's runs in order, ``processes`` the runs each
+    took, so that a check judged beside the baseline's model allows for the spread between
+    processes that its one process cannot show."""
+    ratios = [float(x) for part in parts for x in part[BESIDE_RATIOS]]
+    each = [[int(n) for n in part[BESIDE].get("runs") or [len(part[BESIDE_RATIOS])]]
+            for part in parts]  # fmt: skip
+    confidence = float(parts[0][BESIDE].get("confidence") or 0.95)
+    estimate = paired_ratio(ratios, confidence)
+    summary = {
+        "ratio": estimate.ratio, "low": estimate.low, "high": estimate.high,
+        "confidence": confidence, "n": len(ratios), "runs": [n for runs in each for n in runs],
+        PROCESSES: [len(runs) for runs in each],
+    }  # fmt: skip
     return {BESIDE: summary, BESIDE_RATIOS: ratios}
 
 
@@ -110,12 +129,13 @@ class BesideGate(Gate):
     def of(cls, gate: Gate) -> BesideGate:
         return cls(gate.settings, gate.baselines, gate.environment, None, gate.clock)
 
+    def threshold_of(self, entry: Mapping[str, Any] | None) -> float:
+        """A latency's threshold: the entry it is given is a compare-shaped A/A baseline."""
+        return self.settings.of_latencies
+
     def judge(self, record: Mapping[str, Any], entry: Mapping[str, Any] | None) -> list[Verdict]:
-        settings = self.settings
-        threshold = (
-            settings.threshold if settings.latency_threshold is None else settings.latency_threshold
-        )
-        return judge_beside(record, entry, threshold=threshold, alpha=settings.alpha)
+        threshold = self.threshold_of(entry)
+        return judge_beside(record, entry, threshold=threshold, alpha=self.settings.alpha)
 
 
 def beside_verdict(

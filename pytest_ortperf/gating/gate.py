@@ -362,13 +362,8 @@ class Gate:
         the threshold (:func:`process_limit`); empty when they can."""
         if not baseline.measured_process:
             return ""
-        settings = self.settings
-        threshold = settings.threshold
-        latency = entry is not None and entry.get("kind") == "latency"
-        if latency and settings.latency_threshold is not None:
-            threshold = settings.latency_threshold
-        limit = process_limit(baseline, alpha=settings.alpha)
-        if limit <= threshold:
+        limit = process_limit(baseline, alpha=self.settings.alpha)
+        if limit <= self.threshold_of(entry):
             return ""
         return (
             f"; not measured further: the baseline's {baseline.processes} processes read "
@@ -376,6 +371,12 @@ class Gate:
             f"process hides slowdowns below {limit:.1%} however long it measures; take the "
             "baseline again on a quieter machine (--ortperf-update)"
         )
+
+    def threshold_of(self, entry: Mapping[str, Any] | None) -> float:
+        """The threshold a measurement against ``entry`` is judged at: a latency's
+        (``--ortperf-latency-threshold``) where set, else the run's."""
+        latency = entry is not None and entry.get("kind") == "latency"
+        return self.settings.of_latencies if latency else self.settings.threshold
 
     def at_alpha(self, alpha: float) -> Gate:
         """This gate (its kind, sources and state shared) judging at ``alpha``."""

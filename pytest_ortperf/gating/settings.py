@@ -46,6 +46,11 @@ class GateSettings:
     fingerprint_ignore: tuple[str, ...] = ()
     """Fingerprint keys that may differ from the baseline's (``ortperf_fingerprint_ignore``)."""
 
+    @property
+    def of_latencies(self) -> float:
+        """The threshold latencies are judged at: ``latency_threshold``, else ``threshold``."""
+        return self.threshold if self.latency_threshold is None else self.latency_threshold
+
 
 @dataclass(frozen=True)
 class HistorySettings:

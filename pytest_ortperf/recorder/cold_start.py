@@ -223,7 +223,7 @@ def judge_cold_start(test: str, result: ColdStartResult, gate: Gate) -> list[Ver
         earlier = history(key) if history is not None else None
         verdict = judge_against_runs(
             result.median(figure), earlier or (),
-            threshold=settings.latency_threshold or settings.threshold, alpha=settings.alpha,
+            threshold=settings.of_latencies, alpha=settings.alpha,
         )  # fmt: skip
         metric = f"cold_start.{figure}"
         message = verdict.message.replace("latency", metric, 1)
