@@ -105,6 +105,20 @@ def test_changed_bytes_a_slowed_model_is_caught_beside(suite):
     )  # fmt: skip
 
 
+def test_a_beside_baseline_taken_in_two_processes_still_catches_a_slowed_model(pytester):
+    pytester.makepyfile(test_mlp=INNER)
+    configure(pytester.path, layers=2)
+    update = pytester.runpytest(*RUN, "--ortperf-update", "--ortperf-update-processes=2")
+    update.assert_outcomes(passed=1)
+    aa = entry_of(pytester.path)["beside"]  # the A/A baseline pools both processes' runs
+    assert len(aa["processes"]) == 2 and sum(aa["processes"]) == len(aa["runs"])
+    result = check(pytester, layers=8)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [f"*FAIL latency: latency +*{BESIDE}*), run beside it now -> regressed*"]
+    )
+
+
 def test_changed_settings_are_judged_beside(suite):
     check(suite, layers=2, optimization="disable")
     (verdict,) = verdicts(suite.path)
