@@ -177,13 +177,14 @@ def merge_process_records(
     from pytest_ortperf.measuring.records import merge_processes, run_sizes
     from pytest_ortperf.results import PROCESSES, Comparison, LatencyResult, record_from_dict
 
-    found = [{_key(p): p for p in part if mergeable(p)} for part in others]
+    found = [{_key(p): p for p in part} for part in others]
     merged: list[Payload] = []
     for payload in own:
         key = _key(payload)
-        parts = [payload, *(f[key] for f in found if key in f)] if mergeable(payload) else []
+        same = [f[key] for f in found if key in f]  # this record in each further process
+        parts = [payload, *(p for p in same if mergeable(p))] if mergeable(payload) else []
         if len(parts) < 2:
-            merged.append(_beside_merged(dict(payload), others))
+            merged.append(_beside_merged(dict(payload), same))
             continue
         records = [record_from_dict(p) for p in parts]
         comparisons = [r for r in records if isinstance(r, Comparison)]
@@ -195,28 +196,25 @@ def merge_process_records(
         detects = detects_of(whole, alpha)
         extra = {} if detects is None else {DETECTS: detects}
         merged.append(
-            _beside_merged({**payload, **whole.to_dict(), PROCESSES: processes, **extra}, others)
+            _beside_merged({**payload, **whole.to_dict(), PROCESSES: processes, **extra}, same)
         )
     return merged
 
 
-def _beside_merged(payload: Payload, others: Sequence[Sequence[Mapping[str, Any]]]) -> Payload:
+def _beside_merged(payload: Payload, same: Sequence[Mapping[str, Any]]) -> Payload:
     """``payload`` with the A/A ratio baseline it keeps to be judged beside its model
-    (:mod:`pytest_ortperf.gating.beside`) pooled with those the further processes took of
-    the same record, where any did (:func:`~pytest_ortperf.gating.beside.merge_beside`)."""
+    (:mod:`pytest_ortperf.gating.beside`) pooled with those of ``same`` (the record as the
+    further processes took it), where any kept one
+    (:func:`~pytest_ortperf.gating.beside.merge_beside`)."""
     from pytest_ortperf.gating.baseline_schema import BESIDE, BESIDE_RATIOS
     from pytest_ortperf.gating.beside import merge_beside
 
-    if not (payload.get(BESIDE) and payload.get(BESIDE_RATIOS)):
+    def kept(p: Mapping[str, Any]) -> bool:
+        return bool(p.get(BESIDE) and p.get(BESIDE_RATIOS))
+
+    if not kept(payload):
         return payload
-    key = _key(payload)
-    parts: list[Mapping[str, Any]] = [payload]
-    for part in others:
-        match = next(
-            (p for p in part if _key(p) == key and p.get(BESIDE) and p.get(BESIDE_RATIOS)), None
-        )
-        if match is not None:
-            parts.append(match)
+    parts = [payload, *(p for p in same if kept(p))]
     return {**payload, **merge_beside(parts)} if len(parts) > 1 else payload
 
 

@@ -70,12 +70,13 @@ def merge_beside(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
             for part in parts]  # fmt: skip
     confidence = float(parts[0][BESIDE].get("confidence") or 0.95)
     estimate = paired_ratio(ratios, confidence)
-    summary = {
-        "ratio": estimate.ratio, "low": estimate.low, "high": estimate.high,
-        "confidence": confidence, "n": len(ratios), "runs": [n for runs in each for n in runs],
-        PROCESSES: [len(runs) for runs in each],
-    }  # fmt: skip
-    return {BESIDE: summary, BESIDE_RATIOS: ratios}
+    fields = beside_fields(
+        {"block_ratios": ratios, "ratio": estimate.ratio, "low": estimate.low,
+         "high": estimate.high, "confidence": confidence,
+         "runs": [n for runs in each for n in runs]}
+    )  # fmt: skip
+    fields[BESIDE][PROCESSES] = [len(runs) for runs in each]
+    return fields
 
 
 def as_compare_entry(entry: Mapping[str, Any]) -> dict[str, Any] | None:
