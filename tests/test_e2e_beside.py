@@ -319,6 +319,14 @@ def test_a_compare_whose_candidate_changed_is_also_judged_beside_the_old_candida
         ["*FAIL latency: candidate latency +*against the baseline's candidate (sha *), run beside "
          "it now -> regressed; changed: model: sha256 *"]
     )  # fmt: skip
+    # The compare fails on its ratio already: the candidate's verdict is a first
+    # measurement, not extended or confirmed, and says so.
+    candidate = next(v for v in verdicts(pytester.path) if v["metric"] == "latency")
+    assert (
+        "; a first measurement only, not measured further: the compare already fails on its "
+        in candidate["message"]
+        and "over 3 session pairs" in candidate["message"]
+    )
     # Its artifact gone: the compare is judged as before, and says so.
     for path in (pytester.path / ".ortperf" / "artifacts").rglob("*"):
         if path.is_file():

@@ -81,16 +81,21 @@ class Baselines:
         return baseline.entries.get(entry_key(split_nodeid(nodeid)[1], name))
 
 
-CONFIRM_BUDGET_FACTOR = 2.0
+CONFIRM_BUDGET_FACTOR = 1.0
 """A second measurement starts on this many times :data:`CHECK_PAIRS` fresh session
-pairs, each with the same share of the budget as the first's."""
+pairs, each with the same share of the budget as the first's, and measures on while its
+verdict is undecided or a regression its fresh pairs alone do not show yet. With 6 fresh
+pairs to start, every confirmed verdict spent at least three budgets; with 3, a gross
+regression is confirmed in about two thirds of the time, at the same power and false
+alarms in the simulations (docs, "How the gate decides")."""
 EXTEND_BUDGETS = 5.0
 """An undecided measurement (:func:`undecided`: the first alone, the second pooled with
 the first) adds session pairs until its verdict is clear or it has spent this many
 budgets (15 pairs of its own: at most 30 pooled)."""
 CONFIRM_LOOKS = 1 + round(CHECK_PAIRS * (EXTEND_BUDGETS - CONFIRM_BUDGET_FACTOR)) // CHECK_PAIRS
-"""Looks a second measurement may take (at 6, 9, 12 and 15 fresh pairs): each is judged
-at ``alpha / CONFIRM_LOOKS``, so that all of them together alarm at most ``alpha``."""
+"""Looks a second measurement may take (at 3, 6, 9, 12 and 15 fresh pairs): each is
+judged at ``alpha / CONFIRM_LOOKS``, so that all of them together alarm at most
+``alpha``."""
 
 
 DECIDED_WITHIN = 0.2
@@ -225,10 +230,10 @@ class Gate:
         :func:`~pytest_ortperf.gating.rules.decide_early`). It may stop a pair on a clear
         regression only where a second measurement follows (``settings.confirm``): in the
         first measurement, fresh pairs must confirm it; in the second, at its sharper
-        alpha, such a pair under no change is rare and is one of at least six whose mean
+        alpha, such a pair under no change is rare and is one of at least three whose mean
         must read a significant slowdown (the simulations count the procedure's false
-        alarms with it). Stopping no slowed pair there had spent the full two budgets on
-        every regression, however gross."""
+        alarms with it). Stopping no slowed pair there had spent its pairs' whole budget
+        on every regression, however gross."""
         baseline = ratio_baseline_of(entry)
         if baseline is None:
             return None
@@ -265,9 +270,14 @@ class Gate:
         engine: TimingEngine,
         entry: Mapping[str, Any] | None,
         merge: Callable[[Sequence[R]], R],
+        *,
+        brief: str = "",
     ) -> Decision[R]:
         """Measure with ``measure(engine, stop_rule, fresh)`` (``fresh``: on a newly created
         session pair), judge, extend what is undecided and confirm what would fail.
+        ``brief``: why the first measurement alone is enough (the test already fails on
+        another verdict): its :data:`CHECK_PAIRS` pairs, no more and no second measurement,
+        and each timing verdict says so.
 
         Against a ratio baseline, a check spreads over :data:`CHECK_PAIRS` session pairs
         (the test's own, then fresh ones), each with its share of the budget, so the verdict
@@ -276,8 +286,9 @@ class Gate:
         more than a margin) it adds pairs, up to :data:`EXTEND_BUDGETS` budgets. A verdict
         that would fail the test, or one still undecided there, is measured on
         :data:`CONFIRM_BUDGET_FACTOR` times the budget of fresh pairs more, extended the
-        same way while the pooled verdict is undecided (at most :data:`EXTEND_BUDGETS`
-        budgets more), and :func:`confirmed` decides: the pooled pairs say how large the
+        same way while the pooled verdict is undecided or a regression the fresh pairs
+        alone do not show yet (at most :data:`EXTEND_BUDGETS` budgets more), and
+        :func:`confirmed` decides: the pooled pairs say how large the
         change is, the fresh ones alone must show the slowdown. Each of the second
         measurement's :data:`CONFIRM_LOOKS` looks is judged at ``alpha / CONFIRM_LOOKS``: a
         false alarm needs the fresh pairs alone to read a significant slowdown at one of
@@ -299,8 +310,15 @@ class Gate:
         parts: list[R] = []
         record, verdicts = self._until_decided(
             measure, per_pair, first_stop, self.judge, entry, merge, parts, step=1,
-            most=CHECK_PAIRS if hidden else None,
+            most=CHECK_PAIRS if hidden or brief else None,
         )  # fmt: skip
+        if brief:
+            note = f"; a first measurement only, not measured further: {brief}"
+            briefly = [
+                v if v.metric == "structure" else dataclasses.replace(v, message=v.message + note)
+                for v in verdicts
+            ]
+            return Decision(record, self._timed(briefly, started, len(parts)))
         settings = self.settings
         # At the cap, still undecided: measured again, unless the processes hide it.
         unsettled = any(undecided(v) for v in verdicts) and not hidden
@@ -313,9 +331,17 @@ class Gate:
             measure(second, confirm, True)
             for _ in range(round(CHECK_PAIRS * CONFIRM_BUDGET_FACTOR))
         ]
+
+        def unshown(verdicts: list[Verdict]) -> bool:
+            """A pooled regression the fresh pairs alone do not show (yet)."""
+            if not any(v.outcome is Outcome.REGRESSED for v in verdicts):
+                return False
+            alone = sharper.judge(merge(fresh).to_dict(), entry)
+            return not confirmed(verdicts, alone, len(fresh))[1]
+
         pooled, together = self._until_decided(
             measure, second, confirm, sharper.judge, entry, merge, fresh, step=CHECK_PAIRS,
-            before=parts, most=len(fresh) if hidden else None,
+            before=parts, most=len(fresh) if hidden else None, unsettled=unshown,
         )  # fmt: skip
         alone = merge(fresh)
         final, shown = confirmed(together, sharper.judge(alone.to_dict(), entry), len(fresh))
@@ -340,19 +366,24 @@ class Gate:
         step: int,
         before: Sequence[R] = (),
         most: int | None = None,
+        unsettled: Callable[[list[Verdict]], bool] | None = None,
     ) -> tuple[R, list[Verdict]]:
         """``parts`` (none: the first pair is the test's own sessions, every other one
         fresh) extended to at least :data:`CHECK_PAIRS` session pairs, then by ``step``
-        pairs while ``judge`` finds ``before`` and ``parts`` together :func:`undecided`, up
-        to ``most`` pairs (default: :data:`EXTEND_BUDGETS` budgets) of ``parts``: the
-        merged record and its verdicts (``parts`` grows in place)."""
+        pairs while ``judge`` finds ``before`` and ``parts`` together :func:`undecided` (or
+        ``unsettled`` says their verdicts are not settled yet), up to ``most`` pairs
+        (default: :data:`EXTEND_BUDGETS` budgets) of ``parts``: the merged record and its
+        verdicts (``parts`` grows in place)."""
         most = round(CHECK_PAIRS * EXTEND_BUDGETS) if most is None else most
         while True:
             while len(parts) < CHECK_PAIRS:
                 parts.append(measure(per_pair, stop, bool(parts)))
             record = merge(list(before) + parts)
             verdicts = judge(record.to_dict(), entry)
-            if len(parts) >= most or not any(undecided(v) for v in verdicts):
+            settled = not any(undecided(v) for v in verdicts) and not (
+                unsettled is not None and unsettled(verdicts)
+            )
+            if len(parts) >= most or settled:
                 return record, verdicts
             parts.extend(measure(per_pair, stop, True) for _ in range(step))
 

@@ -179,21 +179,25 @@ class Plan:
         api: str,
         name: str,
         entry: Mapping[str, Any],
+        *,
+        brief: str = "",
     ) -> Decision[Comparison] | str:
-        """The side-by-side decision, or why there is none (a reason to fall back)."""
+        """The side-by-side decision (``brief``: a first measurement only, why), or why
+        there is none (a reason to fall back)."""
         aa = as_compare_entry(entry)
         if aa is None:
             return self.reason or "the baseline has no A/A ratio to judge beside"
         if self.baseline is not None:
-            return side_by_side(ctx, self.baseline, session, feeds, api, name, aa)
+            return side_by_side(ctx, self.baseline, session, feeds, api, name, aa, brief=brief)
         if self.remote is None:
             return self.reason
         from pytest_ortperf.recorder.beside_remote import remote_side_by_side
 
         try:
             return remote_side_by_side(
-                ctx, self.remote, self.data, self.libraries, session, feeds, api, name, aa
-            )
+                ctx, self.remote, self.data, self.libraries, session, feeds, api, name, aa,
+                brief=brief,
+            )  # fmt: skip
         except Exception as exc:  # an environment not made, a worker that failed
             return (
                 f"the baseline's {self.remote.onnxruntime} could not run its model here "
@@ -274,15 +278,18 @@ def side_by_side(
     api: str,
     name: str,
     aa: Mapping[str, Any],
+    *,
+    brief: str = "",
 ) -> Decision[Comparison]:
     """Today's session measured interleaved with the baseline's through the gate's
-    procedure, judged by the ratio rule against the A/A baseline ``aa``."""
+    procedure (``brief``: its first measurement only, :meth:`Gate.decide`), judged by the
+    ratio rule against the A/A baseline ``aa``."""
     assert ctx.gate is not None
 
     def measure(engine: TimingEngine, stop: StopRule | None, fresh: bool) -> Comparison:
         return _pair(ctx, baseline, session, feeds, api, engine, stop, name)
 
-    return BesideGate.of(ctx.gate).decide(measure, ctx.engine, aa, merge_runs)
+    return BesideGate.of(ctx.gate).decide(measure, ctx.engine, aa, merge_runs, brief=brief)
 
 
 def candidate_beside(
@@ -292,16 +299,19 @@ def candidate_beside(
     api: str,
     label: str,
     entry: Mapping[str, Any] | None,
+    *,
+    brief: str = "",
 ) -> tuple[list[Verdict], str]:
     """A gated compare's candidate judged beside the baseline's candidate, where it
     changed since (issue 23, item 3: "did my change make it slower?"): the verdicts to
-    add, or why it could not be (empty where nothing changed or no recipe was kept)."""
+    add, or why it could not be (empty where nothing changed or no recipe was kept).
+    ``brief``: why a first measurement is enough (the compare already fails)."""
     if entry is None or entry.get(RECIPE) is None:
         return [], ""
     found = plan(ctx, candidate, feeds, label, entry)
     if found.unchanged:
         return [], ""
-    decision = found.side_by_side(ctx, candidate, feeds, api, label, entry)
+    decision = found.side_by_side(ctx, candidate, feeds, api, label, entry, brief=brief)
     if isinstance(decision, str):
         return [], decision
     return [

@@ -39,10 +39,13 @@ def remote_side_by_side(
     api: str,
     name: str,
     aa: Mapping[str, Any],
+    *,
+    brief: str = "",
 ) -> Decision[Comparison]:
     """Today's session and the baseline's (``data``, with the baseline's settings and
     custom-op ``libraries``, on its ``before.onnxruntime``), each in a worker, measured
-    interleaved through the gate's procedure and judged against the A/A baseline ``aa``.
+    interleaved through the gate's procedure (``brief``: its first measurement only) and
+    judged against the A/A baseline ``aa``.
     Raises what setting up the environment or a worker raises (the caller falls back,
     naming it)."""
     from pytest_ortperf.remote.interleave import start_sessions
@@ -75,7 +78,7 @@ def remote_side_by_side(
                     for worker in pair:
                         worker.close()
 
-        return BesideGate.of(ctx.gate).decide(measure, ctx.engine, aa, merge_runs)
+        return BesideGate.of(ctx.gate).decide(measure, ctx.engine, aa, merge_runs, brief=brief)
     finally:
         for env in envs:
             env.close()
