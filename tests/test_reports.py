@@ -21,6 +21,7 @@ from ortperf_store_factories import comparison, latency, save
 
 from pytest_ortperf.cli import main as ortperf_cli
 from pytest_ortperf.files import write_atomic
+from pytest_ortperf.gating.gate import CONFIRM_LOOKS
 from pytest_ortperf.reports import charts as report_charts
 from pytest_ortperf.reports.html import PLOTS_HINT, ReportInput, build_html
 from pytest_ortperf.reports.json import (
@@ -349,7 +350,7 @@ def check_ortperf_schema(doc: dict[str, Any]) -> None:
                 assert arm["summary"]["n"] == len(arm["samples"]) > 0
         for verdict in result["verdicts"]:
             # A confirmed verdict also says how many looks its confirmation took at alpha.
-            assert verdict.get("looks", 1) in (1, 4)
+            assert verdict.get("looks", 1) in (1, CONFIRM_LOOKS)
             assert set(verdict) - {"looks"} == {
                 "metric",
                 "outcome",

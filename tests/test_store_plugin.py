@@ -43,7 +43,9 @@ def test_two_runs_are_stored_and_read_back(pytester, capsys):
     # The comparison is judged with the gate's rules on the stored block ratios; the
     # latency is reported, not judged (one earlier run is no unit of replication).
     attention = next(line for line in out.splitlines() if "::attention" in line)
-    assert attention.endswith("ok")
+    # ok on a quiet machine; at this 0.02 s budget, runs taken beside busy neighbours can
+    # read too noisy to tell (seen: [-89.3%, +1534.7%]), never a change past 500%.
+    assert attention.split()[-1] in ("ok", "inconclusive"), attention
     lr = next(line for line in out.splitlines() if "::lr" in line)
     assert not lr.endswith(("regressed", "inconclusive", "unstable", "improved", "ok")), lr
     assert re.search(r"[%\]] +- +\S", lr), lr  # no p-value: no test was made
