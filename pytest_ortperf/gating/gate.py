@@ -87,7 +87,7 @@ pairs, each with the same share of the budget as the first's, and measures on wh
 verdict is undecided or a regression its fresh pairs alone do not show yet. With 6 fresh
 pairs to start, every confirmed verdict spent at least three budgets; with 3, a gross
 regression is confirmed in about two thirds of the time, at the same power and false
-alarms in the simulations (docs, "How the gate decides")."""
+alarms in the simulations (docs, Performance figures)."""
 EXTEND_BUDGETS = 5.0
 """An undecided measurement (:func:`undecided`: the first alone, the second pooled with
 the first) adds session pairs until its verdict is clear or it has spent this many
