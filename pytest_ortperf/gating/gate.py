@@ -314,11 +314,7 @@ class Gate:
         )  # fmt: skip
         if brief:
             note = f"; a first measurement only, not measured further: {brief}"
-            briefly = [
-                v if v.metric == "structure" else dataclasses.replace(v, message=v.message + note)
-                for v in verdicts
-            ]
-            return Decision(record, self._timed(briefly, started, len(parts)))
+            return Decision(record, self._timed(_told(verdicts, note), started, len(parts)))
         settings = self.settings
         # At the cap, still undecided: measured again, unless the processes hide it.
         unsettled = any(undecided(v) for v in verdicts) and not hidden
@@ -420,10 +416,7 @@ class Gate:
         took = f"; measured in {self.clock() - started:.1f} s over {pairs} session pair" + (
             "s" if pairs != 1 else ""
         )
-        return [
-            v if v.metric == "structure" else dataclasses.replace(v, message=v.message + took)
-            for v in verdicts
-        ]
+        return _told(verdicts, took)
 
     def _would_fail(self, verdicts: Sequence[Verdict]) -> bool:
         """Whether a timing verdict would fail the test (structure needs no second look)."""
@@ -436,6 +429,14 @@ class Gate:
             if v.failed(self.settings.strict)
             and (v.metric != "structure" or self.settings.structure)
         ]
+
+
+def _told(verdicts: Sequence[Verdict], text: str) -> list[Verdict]:
+    """``verdicts``, each timing one (not ``structure``) with ``text`` added to its message."""
+    return [
+        v if v.metric == "structure" else dataclasses.replace(v, message=v.message + text)
+        for v in verdicts
+    ]
 
 
 def _noted(verdicts: Sequence[Verdict], note: str) -> list[Verdict]:
