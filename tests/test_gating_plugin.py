@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from pytest_ortperf.gating.baseline import load_baseline
+from pytest_ortperf.gating.gate import BASELINE_RUNS
 
 INNER = """
 import json, pathlib
@@ -96,11 +97,11 @@ def test_update_writes_a_reviewable_baseline_and_a_rerun_is_ok(suite):
     assert data["schema"] == 3
     entry = data["entries"]["test_attention::attention"]
     assert entry["kind"] == "compare" and entry["ratio"] == pytest.approx(0.9)
-    # Taken as ten runs on fresh sessions, whose spread is the between-run variance; the
+    # Taken as BASELINE_RUNS runs on fresh sessions, whose spread is the between-run variance; the
     # raw numbers in the samples file beside it.
     assert "block_ratios" not in entry
     raw = load_baseline(baseline_file(suite)).entries["test_attention::attention"]
-    assert entry["runs"] == [25] * 10 and len(raw["block_ratios"]) == 250
+    assert entry["runs"] == [25] * BASELINE_RUNS and len(raw["block_ratios"]) == 25 * BASELINE_RUNS
     latency = data["entries"]["test_latency::lr"]
     assert latency["mode"] == "normalized" and latency["control"]["model"] == "ortperf-control"
     assert entry["op_histograms"]["candidate"]["FusedMatMul"] == 1
@@ -128,7 +129,8 @@ def test_regression_fails_after_a_confirming_remeasure(suite):
     result.stdout.fnmatch_lines(
         [
             "*ortperf: 'attention' failed its performance gate*",
-            "*FAIL ratio: ratio 0.990 vs baseline 0.900 (10 runs, 250 blocks): +10.0% [[]+*%, "
+            f"*FAIL ratio: ratio 0.990 vs baseline 0.900 ({BASELINE_RUNS} runs, {25 * BASELINE_RUNS} blocks): "
+            "+10.0% [[]+*%, "
             "+1*.*%[]] 99.6% CI, threshold 5%*-> regressed*",
             "*structure: structure unchanged*",
             "*(the verdict of a second measurement on fresh session pairs, pooled with the "

@@ -21,7 +21,7 @@ from ortperf_store_factories import comparison, latency, save
 
 from pytest_ortperf.cli import main as ortperf_cli
 from pytest_ortperf.files import write_atomic
-from pytest_ortperf.gating.gate import CONFIRM_LOOKS
+from pytest_ortperf.gating.gate import BASELINE_RUNS, CONFIRM_LOOKS
 from pytest_ortperf.reports import charts as report_charts
 from pytest_ortperf.reports.html import PLOTS_HINT, ReportInput, build_html
 from pytest_ortperf.reports.json import (
@@ -165,8 +165,9 @@ def test_report_json_and_markdown_of_a_failing_run(
     assert text.startswith("# earlier step\n## pytest-ortperf")  # appended, not replaced
     failing = text.split("### Regressed or inconclusive")[1]
     assert failing.lstrip().startswith("- **regressed** `test_perf.py::test_attention::attention`")
-    # The baseline took 10 runs of 25 blocks (--ortperf-update).
-    assert "ratio 0.990 vs baseline 0.900 (10 runs, 250 blocks): +10.0% [" in failing
+    # The baseline took BASELINE_RUNS runs of 25 blocks (--ortperf-update).
+    taken = f"({BASELINE_RUNS} runs, {25 * BASELINE_RUNS} blocks)"
+    assert f"ratio 0.990 vs baseline 0.900 {taken}: +10.0% [" in failing
     table = [line for line in text.splitlines() if line.startswith("| ")]
     assert "regressed" in table[1] and "`test_perf.py::test_sweep`" in text
 
