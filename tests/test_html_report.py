@@ -9,6 +9,7 @@ from typing import Any
 
 from ortperf_store_factories import comparison, latency, memory
 
+from pytest_ortperf.gating.gate import BASELINE_RUNS
 from pytest_ortperf.reports.html import OUTCOME_LEGEND, ReportInput, build_html, headline
 from pytest_ortperf.reports.html_base import COLLAPSE_ROWS
 from pytest_ortperf.results import Judgement, Outcome
@@ -164,4 +165,5 @@ def test_the_run_passes_the_baselines_samples_to_the_report(pytester, monkeypatc
     assert seen == [{}]  # an update replaces its entries: nothing to draw beside
     pytester.runpytest(*run, "--ortperf").assert_outcomes(passed=1)
     ((key, samples),) = seen[1].items()
-    assert key == ("test_perf.py::test_latency", "lr") and len(samples) == 200
+    # 20 blocks in each of the baseline's runs
+    assert key == ("test_perf.py::test_latency", "lr") and len(samples) == 20 * BASELINE_RUNS
