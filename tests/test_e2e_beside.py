@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -66,12 +67,38 @@ def entry_of(path: Path) -> dict[str, Any]:
     return dict(load_baseline(path / "__ortperf__" / "test_mlp.json").entries["test_mlp::mlp"])
 
 
+TAKEN = ("__ortperf__", ".ortperf")
+"""What ``--ortperf-update`` writes: the baseline files and the artifact store."""
+
+
+@pytest.fixture(scope="module")
+def taken_once(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Where the module's first ``suite`` kept what its update wrote."""
+    return {}
+
+
 @pytest.fixture
-def suite(pytester: pytest.Pytester) -> pytest.Pytester:
-    """A baseline of the 2-layer model taken, its artifact in ``.ortperf/artifacts``."""
+def suite(
+    pytester: pytest.Pytester,
+    taken_once: dict[str, Path],
+    tmp_path_factory: pytest.TempPathFactory,
+) -> pytest.Pytester:
+    """A baseline of the 2-layer model taken, its artifact in ``.ortperf/artifacts``.
+
+    The update runs once per module (its 30 runs take seconds); every test gets its own copy
+    of what it wrote, to change as it likes."""
     pytester.makepyfile(test_mlp=INNER)
     configure(pytester.path, layers=2)
-    pytester.runpytest(*RUN, "--ortperf-update").assert_outcomes(passed=1)
+    kept = taken_once.get("dir")
+    if kept is None:
+        pytester.runpytest(*RUN, "--ortperf-update").assert_outcomes(passed=1)
+        kept = tmp_path_factory.mktemp("taken")
+        for name in TAKEN:
+            shutil.copytree(pytester.path / name, kept / name)
+        taken_once["dir"] = kept
+    else:
+        for name in TAKEN:
+            shutil.copytree(kept / name, pytester.path / name)
     return pytester
 
 
