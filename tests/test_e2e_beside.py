@@ -72,7 +72,7 @@ TAKEN = ("__ortperf__", ".ortperf")
 
 
 @pytest.fixture(scope="module")
-def taken_once(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+def taken_once() -> dict[str, Path]:
     """Where the module's first ``suite`` kept what its update wrote."""
     return {}
 
