@@ -116,7 +116,9 @@ def test_gate_quality_three_conditions(
     pads = fixed or pads  # given pads as given, each with its measured effect
     levels = {0: AA, **{p: f"{effects[p]:+.1%}" for p in pads}}
     say(
-        "\ngate quality in three conditions, threshold 5% (the default): pads "
+        "\ngate quality in three conditions, threshold 5% (the default"
+        + (f"; {noisy_threshold:.2%} beside the neighbours" if noisy_threshold != 0.05 else "")
+        + "): pads "
         + ", ".join(f"{p} -> {effects[p]:+.1%}" for p in pads)
     )
     both = {
