@@ -93,8 +93,10 @@ def test_gate_quality_three_conditions(
     n_gross = env_int("ORTPERF_GQ3_GROSS", 1)
     cell = env_int("ORTPERF_GQ3_CELL", 40)
     n_noisy_base = env_int("ORTPERF_GQ3_NOISY_BASELINES", 5)
-    noisy_threshold = float(os.environ.get("ORTPERF_GQ3_NOISY_THRESHOLD", "0.05"))
+    threshold = 0.05  # the default
+    noisy_threshold = float(os.environ.get("ORTPERF_GQ3_NOISY_THRESHOLD", threshold))
     assert 0 < noisy_threshold < 1, "ORTPERF_GQ3_NOISY_THRESHOLD: a fraction such as 0.05"
+    noisy_at = f"threshold {noisy_threshold:.2%}" if noisy_threshold != threshold else ""
     phases = {p.strip() for p in os.environ.get("ORTPERF_GQ3_PHASES", ",".join(PHASES)).split(",")}
     assert phases <= set(PHASES), f"ORTPERF_GQ3_PHASES: one or more of {', '.join(PHASES)}"
     if "noisy-baselines" not in phases:
@@ -104,7 +106,7 @@ def test_gate_quality_three_conditions(
 
     say = narrator(capsys)
 
-    bench = Bench(tmp_path / "runs", dim, batch, threshold=0.05, budget=budget)
+    bench = Bench(tmp_path / "runs", dim, batch, threshold=threshold, budget=budget)
     quiet_dirs = [bench.make_dir(f"quiet_{i:02d}", bench.module()) for i in range(n_base)]
     noisy_dirs = [bench.make_dir(f"noisy_{i:02d}", bench.module()) for i in range(n_noisy_base)]
 
@@ -117,7 +119,7 @@ def test_gate_quality_three_conditions(
     levels = {0: AA, **{p: f"{effects[p]:+.1%}" for p in pads}}
     say(
         "\ngate quality in three conditions, threshold 5% (the default"
-        + (f"; {noisy_threshold:.2%} beside the neighbours" if noisy_threshold != 0.05 else "")
+        + (f"; {noisy_at} beside the neighbours" if noisy_at else "")
         + "): pads "
         + ", ".join(f"{p} -> {effects[p]:+.1%}" for p in pads)
     )
@@ -170,7 +172,7 @@ def test_gate_quality_three_conditions(
         setup_noisy = median_wall(bench, quiet_dirs[0], 3, dry=True, threshold=False)
         bench.threshold = noisy_threshold
         noisy = run_checks("noisy checks", quiet_dirs, noisy_schedule)
-        bench.threshold = 0.05
+        bench.threshold = threshold
         blind = 0
         for i, d in enumerate(noisy_dirs):
             blind += "detects only" in update(d, i, "noisy")
@@ -185,9 +187,7 @@ def test_gate_quality_three_conditions(
              "| ratio change read (median) |",
              "|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
     odd: list[Run] = []
-    noisy_label = "noisy checks"
-    if noisy_threshold != 0.05:
-        noisy_label += f" (threshold {noisy_threshold:.2%})"
+    noisy_label = f"noisy checks ({noisy_at})" if noisy_at else "noisy checks"
     for phase, runs, setup in (("quiet", quiet, setup_quiet), (noisy_label, noisy, setup_noisy),
                                ("noisy baselines", noisy_base, setup_quiet)):  # fmt: skip
         for pad in (0, *pads):
