@@ -214,8 +214,10 @@ def simulate(
     alpha: float = 0.01,
     strict: bool = False,
     streams: Sequence[int] | None = None,
+    baselines_in: Scenario | None = None,
 ) -> Tally:
-    """``checks`` checks (each its own process) against each of ``baselines`` baselines.
+    """``checks`` checks (each its own process) against each of ``baselines`` baselines,
+    taken in ``baselines_in`` (default: ``scenario``, less its change).
 
     One random stream runs through them all, unless ``streams`` is given: then baseline
     ``b`` draws from the stream keyed ``[seed, b, *streams]`` and its check ``c`` from
@@ -231,7 +233,7 @@ def simulate(
     gate = Gate(settings, None, dict, clock=lambda: 0.0)  # type: ignore[arg-type]
     tally = Tally()
     for b in range(baselines):
-        entry = baseline_entry(rng(b), scenario)
+        entry = baseline_entry(rng(b), baselines_in or scenario)
         found = []
         for c in range(checks):
             outcome, budgets = check(gate, rng(b, c + 1), scenario, entry)

@@ -101,6 +101,21 @@ def test_a_slowdown_near_the_threshold_on_a_busy_machine_is_caught_mostly() -> N
     assert aa.total[Outcome.REGRESSED] == 0, aa.total
 
 
+def test_checks_beside_busy_neighbours_against_a_quiet_baseline_see_1_2x_the_threshold() -> None:
+    # The benchmark's second condition: baselines quiet, checks beside two busy neighbours,
+    # whose session pairs read far further apart than the baseline's. Each side's spread is
+    # its own (Welch): 37 of these 40 +6% checks caught, against 33 with the check's 2
+    # degrees of freedom pooled with the baseline's 29, which passed some at 3 pairs with
+    # intervals too narrow for how far apart their pairs read (in 100 checks with common
+    # random numbers: 87 against 69).
+    quiet = SCENARIOS["pairs 0.5%"]
+    slowed = dataclasses.replace(BUSY, change=0.06)
+    tally = simulate(slowed, baselines=10, checks=4, seed=23, baselines_in=quiet)
+    assert tally.rate(Outcome.REGRESSED) >= 0.7, tally.total
+    aa = simulate(BUSY, baselines=10, checks=4, seed=123, baselines_in=quiet)
+    assert aa.total[Outcome.REGRESSED] == 0, aa.total
+
+
 def test_a_baseline_in_three_processes_carries_a_third_of_their_variance() -> None:
     # A process SD of 2%, far past the 0.25% the procedure allows: a baseline taken in one
     # process carries its offset into every check; taken in three, a third of its variance.
@@ -114,10 +129,12 @@ def test_a_baseline_in_three_processes_carries_a_third_of_their_variance() -> No
         alarms[scenario.update_processes] = tally.total[Outcome.REGRESSED]
     # 1.82% and 1.15% with this seed: 2/sqrt(3) = 1.15% is the process's share alone.
     assert 0.5 < spread[3] / spread[1] < 0.7, spread
-    # Their spread measured, a check's own process is in its interval: 1 false alarm in
-    # these 200 checks (7 against baselines of one process; 3 with the processes' runs
-    # pooled as if each were a process of its own, before their spread was measured).
-    assert alarms[3] <= 2 < alarms[1], alarms
+    # Their spread measured, a check's own process is in its interval: 2 false alarms in
+    # these 200 checks, as many as against baselines of one process (there 7 before each
+    # side's spread was its own, Welch). At 1,000 checks (25 per baseline): 6 against
+    # baselines in three processes, 18 against baselines in one.
+    assert alarms[3] <= 2, alarms
+    assert alarms[3] <= alarms[1], alarms
 
 
 def _verdict(outcome: Outcome, change: float, low: float, high: float) -> Verdict:

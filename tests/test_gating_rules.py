@@ -217,6 +217,25 @@ def test_halves_of_several_pairs_that_differ_by_chance_do_not_mute_a_regression(
     assert "first and second half" not in v.message
 
 
+def test_pairs_further_apart_than_the_baseline_s_widen_their_own_interval() -> None:
+    """Three pairs reading -0.5%, -6.0% and +3.9% (a check beside busy neighbours, seen for
+    real while the candidate was 6% slower) against a quiet 30-run baseline: their own
+    spread, on its 2 degrees of freedom, is their interval's (Welch). Pooled with the
+    baseline's 29 it read -2.0% [-4.8%, +0.9%] -> ok and stopped there; now it cannot pass
+    yet. Three pairs that agree keep a narrow interval."""
+    rng = np.random.default_rng(63)
+    base = measured(rng, runs=30, cv=0.005)
+    apart, runs = _pairs(rng, [math.log1p(c) for c in (-0.005, -0.060, 0.039)])
+    wide = ratio_test(apart, base, runs=runs)
+    low, high = wide.bounds(0.01)
+    assert wide.df < 3 and high > 0.0575 and low < -0.0575, (wide, low, high)
+    assert judge_ratio(apart, base, runs=runs).outcome is not Outcome.OK
+    agree, runs = _pairs(rng, [math.log1p(c) for c in (-0.005, -0.002, 0.001)])
+    low, high = ratio_test(agree, base, runs=runs).bounds(0.01)
+    assert high - low < 0.02, (low, high)
+    assert judge_ratio(agree, base, runs=runs).outcome is Outcome.OK
+
+
 def test_halves_of_several_pairs_that_step_apart_are_unstable() -> None:
     """The same pairs, but the machine changed halfway: the first seven read +2%, the last
     seven +10%, each within 0.3% of its half. That is a drift, not a spread."""

@@ -298,7 +298,8 @@ class RatioTest:
     """Whether ``se`` carries the widening for dependent blocks."""
     pairs: int = 1
     between: float = 0.0
-    """The between-pair variance the test used (pooled from baseline and current runs)."""
+    """The between-pair variance the test used for the current pairs (their own; the
+    baseline's for a single pair)."""
 
     def p_above(self, x: float) -> float:
         """One-sided p-value of "the difference is above ``x``" being false."""
@@ -323,14 +324,18 @@ def ratio_test(
     """Set the current blocks (``runs``: their sizes per session pair; None: one pair)
     against ``baseline``: Welch's t on the mean Hodges-Lehmann log-ratios of the pairs.
 
-    The variance of the difference is ``between * (1/k + 1/m)`` (the true ratio moves from
-    one session pair to the next: k baseline pairs, m current ones) plus both sides' own
-    sampling error (the current one widened for dependent blocks when ``widen``) plus
+    The variance of the difference is the baseline's between-pair variance over its k
+    pairs plus the current pairs' own over their m (the true ratio moves from one session
+    pair to the next, and by how much depends on the machine at the time) plus both sides'
+    own sampling error (the current one widened for dependent blocks when ``widen``) plus
     what differs between the two processes and no pair inside one shows
     (:attr:`RatioBaseline.process_variance`: an allowance, or what a baseline taken in
-    several processes measured where more). ``between`` pools the baseline's measured
-    spread with the current pairs' own (k + m - 2 degrees of freedom), so a check whose
-    pairs disagree more than the baseline's did (a busier machine) widens its own interval.
+    several processes measured where more); Satterthwaite's degrees of freedom. Each side's
+    spread is its own (Welch): pooled with a quiet baseline's 29 degrees of freedom, the 2
+    of three pairs beside busy neighbours read 2.7% apart counted for little, and their
+    interval was too narrow to hold a slowdown of 1.2 times the threshold in 6 of 40
+    checks (docs, Performance figures). One pair alone has no spread of its own: the
+    baseline's stands for it.
     """
     logs = np.log(_positive(block_ratios, "block ratios"))
     parts = [_pair_estimate(part.tobytes()) for part in split_runs(logs, runs, "current")]
@@ -341,28 +346,31 @@ def ratio_test(
     current = math.fsum(estimates) / m
     own = max(float(np.var(estimates, ddof=1)) - within_c, 0.0) if m > 1 else None
     k = baseline.runs
-    if math.isfinite(baseline.between_df):
-        between, between_df = baseline.between, baseline.between_df
-        if own is not None:
-            between_df = baseline.between_df + m - 1
-            between = (baseline.between_df * baseline.between + (m - 1) * own) / between_df
-        between = max(between, BETWEEN_RUN_FLOOR**2)
-    else:  # assumed, not measured: never below what the current pairs show
-        between, between_df = max(baseline.between, own or 0.0), math.inf
     n = sum(r.n for r in parts)
     rho = math.fsum(r.rho * r.n for r in parts) / n
     pooled = RunEstimate(current, math.sqrt(within_c / m), rho, n)
     base_within = baseline.within if baseline.within else baseline.variance
+    floor = BETWEEN_RUN_FLOOR**2
+    if not math.isfinite(baseline.between_df):  # assumed, not measured
+        between = max(baseline.between, own or 0.0, floor)
+        spreads = [(between * (1.0 / k + 1.0 / m), math.inf)]
+    elif own is None:  # one pair: its spread is the baseline's as far as anyone knows
+        between = max(baseline.between, floor)
+        spreads = [(between * (1.0 / k + 1.0 / m), baseline.between_df)]
+    else:
+        between = max(own, floor)
+        spreads = [
+            (max(baseline.between, floor) / k, baseline.between_df),
+            (between / m, m - 1),
+        ]
     variance, df = satterthwaite(
         [
-            (between * (1.0 / k + 1.0 / m), between_df),
+            *spreads,
             (base_within / k, max(baseline.n - k, 1)),
             (within_c / m, max(n - m, 1)),
             (baseline.process_variance, math.inf),
         ]
     )
-    if math.isfinite(between_df):
-        df = min(df, between_df)  # never more confident than the pairs that measured it
     return RatioTest(
         current - baseline.estimate, math.sqrt(variance), df, pooled, baseline,
         widen and any(f > 1.0 for f in infl), m, between,
