@@ -7,7 +7,8 @@ A simulated CI job (a check) runs in its own process: one process offset shared 
 session pairs, then one offset per session pair, then block log-ratios around them. A
 baseline is its own process too: :data:`BASELINE_RUNS` session pairs sharing one process
 offset. Scenarios add what real runners show: a between-pair spread, process-level
-effects, odd session pairs far off, dependent (AR(1)) blocks and heavy-tailed blocks.
+effects, odd session pairs far off, dependent (AR(1)) blocks and heavy-tailed blocks, and
+baselines taken on a machine busier or quieter than the checks' (:data:`CONDITIONS`).
 
 Used by ``tests/test_gate_simulation.py`` (targets, at sizes a test suite affords) and by
 ``benchmarks/plugin/test_gate_simulation_table.py`` (the README's table) and
@@ -17,6 +18,7 @@ decided) and ``benchmarks/plugin/test_gate_processes_simulated.py`` (what proces
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import Counter
 from collections.abc import Sequence
@@ -62,6 +64,9 @@ class Scenario:
     check_processes: int = 1
     """A what-if: processes a check's offset is averaged over (its standard deviation
     divided by the square root). The gate has no such mode; this bounds what one would buy."""
+    baselines_in: Scenario | None = None
+    """The scenario baselines are taken in (None: this one, less its change): a busy
+    machine for the checks only, or for the baselines only."""
 
     def pair_offset(self, rng: np.random.Generator) -> float:
         offset = rng.normal(0.0, self.between) if self.between else 0.0
@@ -214,10 +219,9 @@ def simulate(
     alpha: float = 0.01,
     strict: bool = False,
     streams: Sequence[int] | None = None,
-    baselines_in: Scenario | None = None,
 ) -> Tally:
-    """``checks`` checks (each its own process) against each of ``baselines`` baselines,
-    taken in ``baselines_in`` (default: ``scenario``, less its change).
+    """``checks`` checks (each its own process) against each of ``baselines`` baselines
+    (taken in :attr:`Scenario.baselines_in`).
 
     One random stream runs through them all, unless ``streams`` is given: then baseline
     ``b`` draws from the stream keyed ``[seed, b, *streams]`` and its check ``c`` from
@@ -233,7 +237,7 @@ def simulate(
     gate = Gate(settings, None, dict, clock=lambda: 0.0)  # type: ignore[arg-type]
     tally = Tally()
     for b in range(baselines):
-        entry = baseline_entry(rng(b), baselines_in or scenario)
+        entry = baseline_entry(rng(b), scenario.baselines_in or scenario)
         found = []
         for c in range(checks):
             outcome, budgets = check(gate, rng(b, c + 1), scenario, entry)
@@ -340,4 +344,17 @@ go last: each row's seeds follow its place in the table)."""
 BUSY = Scenario("busy", between=0.03, sigma=0.04)
 """Roughly what two noisy neighbours (one spinning, one streaming memory) did to the
 attention block's checks on the 2-core development VM: 15 session pairs read intervals
-about +-3.5% wide at alpha/4."""
+about +-3.5% wide at alpha/4 (their pairs' estimates 2.7% apart, median of 25 checks)."""
+
+CONDITIONS = {
+    "busy checks, quiet baselines": dataclasses.replace(
+        BUSY, name="busy checks, quiet baselines", baselines_in=SCENARIOS["pairs 0.5%"]
+    ),
+    "busy baselines, quiet checks": dataclasses.replace(
+        SCENARIOS["pairs 0.5%"], name="busy baselines, quiet checks", baselines_in=BUSY
+    ),
+}
+"""The benchmark's second and third conditions: checks beside busy neighbours against
+baselines taken quiet, and quiet checks against baselines taken beside them (each side's
+spread its own, the check's interval is not the baseline's). In the benchmark's table
+after :data:`STRESS`."""

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from gate_sim import (
     BUSY,
+    CONDITIONS,
     SCENARIOS,
     STRESS,
     PairEngine,
@@ -108,11 +109,10 @@ def test_checks_beside_busy_neighbours_against_a_quiet_baseline_see_1_2x_the_thr
     # degrees of freedom pooled with the baseline's 29, which passed some at 3 pairs with
     # intervals too narrow for how far apart their pairs read (in 100 checks with common
     # random numbers: 87 against 69).
-    quiet = SCENARIOS["pairs 0.5%"]
-    slowed = dataclasses.replace(BUSY, change=0.06)
-    tally = simulate(slowed, baselines=10, checks=4, seed=23, baselines_in=quiet)
+    busy = CONDITIONS["busy checks, quiet baselines"]
+    tally = simulate(dataclasses.replace(busy, change=0.06), baselines=10, checks=4, seed=23)
     assert tally.rate(Outcome.REGRESSED) >= 0.7, tally.total
-    aa = simulate(BUSY, baselines=10, checks=4, seed=123, baselines_in=quiet)
+    aa = simulate(busy, baselines=10, checks=4, seed=123)
     assert aa.total[Outcome.REGRESSED] == 0, aa.total
 
 

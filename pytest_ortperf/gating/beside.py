@@ -4,8 +4,8 @@ verdicts and their words. Pure: no I/O, no onnxruntime.
 At ``--ortperf-update`` a gated latency entry keeps its ``recipe`` (the hashes of what
 determines its speed, :class:`pytest_ortperf.measuring.recipe.Recipe`) and a ``beside``
 ratio baseline: two fresh sessions of the same model measured interleaved (an A/A
-comparison), whose true ratio is 1 and whose spread is the between-pair variance a later
-check pools with its own. A check whose recipe differs rebuilds the baseline's session
+comparison), whose true ratio is 1 and whose spread is the baseline's between-pair variance,
+set beside a later check's own. A check whose recipe differs rebuilds the baseline's session
 from the artifact store (or, a committed model, git's history) and measures today's target
 against it, interleaved: the ratio today / baseline-now is judged by the ratio rule
 (:func:`~pytest_ortperf.gating.rules.judge_ratio`) against that A/A baseline, so neither

@@ -629,7 +629,10 @@ def detectable_change(
 ) -> float:
     """The smallest slowdown (relative, 0.05 = 5%) a check of ``pairs`` session pairs, as
     noisy as the baseline's own runs, finds significant with probability ``power`` at
-    one-sided ``alpha`` against ``baseline`` (the "detects >= X%" of the reports)."""
+    one-sided ``alpha`` against ``baseline`` (the "detects >= X%" of the reports). A figure
+    of the baseline's noise: the check's spread is taken as known as well as the
+    baseline's runs know it, where :func:`ratio_test` gives the check's own pairs their
+    own m - 1 degrees of freedom and a check near the threshold measures on until decided."""
     k, m = baseline.runs, max(int(pairs), 1)
     between = max(baseline.between, BETWEEN_RUN_FLOOR**2)
     within = baseline.within if baseline.within else baseline.variance
