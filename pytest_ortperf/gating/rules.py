@@ -331,9 +331,9 @@ def ratio_test(
     what differs between the two processes and no pair inside one shows
     (:attr:`RatioBaseline.process_variance`: an allowance, or what a baseline taken in
     several processes measured where more); Satterthwaite's degrees of freedom. Each side's
-    spread is its own (Welch): pooled with a quiet baseline's 29 degrees of freedom, the 2
-    of three pairs beside busy neighbours read 2.7% apart counted for little, and their
-    interval was too narrow to hold a slowdown of 1.2 times the threshold in 6 of 40
+    spread is its own (Welch): three pairs beside busy neighbours read 2.7% apart, and
+    pooled with a quiet baseline's 29 degrees of freedom their 2 counted for little, so
+    their interval was too narrow to hold a slowdown of 1.2 times the threshold in 6 of 40
     checks (docs, Performance figures). One pair alone has no spread of its own: the
     baseline's stands for it.
     """
