@@ -11,7 +11,7 @@ effects, odd session pairs far off, dependent (AR(1)) blocks and heavy-tailed bl
 baselines taken on a machine busier or quieter than the checks' (:data:`CONDITIONS`).
 
 Used by ``tests/test_gate_simulation.py`` (targets, at sizes a test suite affords) and by
-``benchmarks/plugin/test_gate_simulation_table.py`` (the README's table) and
+``benchmarks/plugin/test_gate_simulation_table.py`` (the performance page's table) and
 ``benchmarks/plugin/test_gate_decided_within.py`` (how near the threshold a verdict is
 decided) and ``benchmarks/plugin/test_gate_processes_simulated.py`` (what processes buy).
 """

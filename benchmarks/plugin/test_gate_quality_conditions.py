@@ -42,6 +42,8 @@ from gate_quality import (
     rate,
 )
 
+from pytest_ortperf.gating.settings import GateSettings
+
 PHASES = ("quiet", "noisy-checks", "noisy-baselines")
 """The three conditions (``ORTPERF_GQ3_PHASES`` runs some of them)."""
 
@@ -93,7 +95,7 @@ def test_gate_quality_three_conditions(
     n_gross = env_int("ORTPERF_GQ3_GROSS", 1)
     cell = env_int("ORTPERF_GQ3_CELL", 40)
     n_noisy_base = env_int("ORTPERF_GQ3_NOISY_BASELINES", 5)
-    threshold = 0.05  # the default
+    threshold = GateSettings().threshold  # the plugin's default
     noisy_threshold = float(os.environ.get("ORTPERF_GQ3_NOISY_THRESHOLD", threshold))
     assert 0 < noisy_threshold < 1, "ORTPERF_GQ3_NOISY_THRESHOLD: a fraction such as 0.05"
     noisy_at = f"threshold {noisy_threshold:.2%}" if noisy_threshold != threshold else ""
@@ -118,7 +120,7 @@ def test_gate_quality_three_conditions(
     pads = fixed or pads  # given pads as given, each with its measured effect
     levels = {0: AA, **{p: f"{effects[p]:+.1%}" for p in pads}}
     say(
-        "\ngate quality in three conditions, threshold 5% (the default"
+        f"\ngate quality in three conditions, threshold {threshold:.0%} (the default"
         + (f"; {noisy_at} beside the neighbours" if noisy_at else "")
         + "): pads "
         + ", ".join(f"{p} -> {effects[p]:+.1%}" for p in pads)

@@ -351,18 +351,16 @@ def ratio_test(
     pooled = RunEstimate(current, math.sqrt(within_c / m), rho, n)
     base_within = baseline.within if baseline.within else baseline.variance
     floor = BETWEEN_RUN_FLOOR**2
+    base_between = max(baseline.between, floor)
     if not math.isfinite(baseline.between_df):  # assumed, not measured
-        between = max(baseline.between, own or 0.0, floor)
+        between = max(base_between, own or 0.0)
         spreads = [(between * (1.0 / k + 1.0 / m), math.inf)]
     elif own is None:  # one pair: its spread is the baseline's as far as anyone knows
-        between = max(baseline.between, floor)
+        between = base_between
         spreads = [(between * (1.0 / k + 1.0 / m), baseline.between_df)]
     else:
         between = max(own, floor)
-        spreads = [
-            (max(baseline.between, floor) / k, baseline.between_df),
-            (between / m, m - 1),
-        ]
+        spreads = [(base_between / k, baseline.between_df), (between / m, m - 1)]
     variance, df = satterthwaite(
         [
             *spreads,
