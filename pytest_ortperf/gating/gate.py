@@ -98,9 +98,13 @@ EXTEND_BUDGETS = 5.0
 the first) adds session pairs until its verdict is clear or it has spent this many
 budgets (15 pairs of its own: at most 30 pooled)."""
 CONFIRM_LOOKS = 1 + round(CHECK_PAIRS * (EXTEND_BUDGETS - CONFIRM_BUDGET_FACTOR)) // CHECK_PAIRS
-"""Looks a second measurement may take (at 3, 6, 9, 12 and 15 fresh pairs): each is
-judged at ``alpha / CONFIRM_LOOKS``, so that all of them together alarm at most
-``alpha``."""
+"""Looks a second measurement may take (at 3, 6, 9, 12 and 15 fresh pairs): at each, the
+fresh pairs alone are judged at ``alpha / CONFIRM_LOOKS``, so that all of them together
+alarm at most ``alpha``. The pooled pairs are judged at ``alpha``: they say how large the
+change is and when it is decided, the fresh pairs alone guard against false alarms. Pooled
+at ``alpha / CONFIRM_LOOKS`` too, a change near the threshold took 10% to 18% more
+budgets to decide in the simulations, at the same power and false alarms (docs,
+Performance figures)."""
 
 
 DECIDED_WITHIN = 0.2
@@ -295,10 +299,11 @@ class Gate:
         alone do not show yet (at most :data:`EXTEND_BUDGETS` budgets more), and
         :func:`confirmed` decides: the pooled pairs say how large the
         change is, the fresh ones alone must show the slowdown. Each of the second
-        measurement's :data:`CONFIRM_LOOKS` looks is judged at ``alpha / CONFIRM_LOOKS``: a
-        false alarm needs the fresh pairs alone to read a significant slowdown at one of
-        them, so the procedure's false-alarm rate is at most ``alpha`` however many looks
-        the first measurement took. Against a baseline whose processes read so far apart
+        measurement's :data:`CONFIRM_LOOKS` looks judges the fresh pairs alone at ``alpha /
+        CONFIRM_LOOKS`` (the pooled ones at ``alpha``): a false alarm needs the fresh pairs
+        alone to read a significant slowdown at one of them, so the procedure's
+        false-alarm rate is at most ``alpha`` however many looks the first measurement
+        took. Against a baseline whose processes read so far apart
         that a check's own process hides a slowdown of the threshold
         (:func:`~pytest_ortperf.gating.rules.process_limit`), neither measurement adds pairs
         beyond its first ones, only a verdict that would fail is measured a second time, and
@@ -341,16 +346,13 @@ class Gate:
             return not confirmed(verdicts, alone, len(fresh))[1]
 
         pooled, together = self._until_decided(
-            measure, second, confirm, sharper.judge, entry, merge, fresh, step=CHECK_PAIRS,
+            measure, second, confirm, self.judge, entry, merge, fresh, step=CHECK_PAIRS,
             before=parts, most=len(fresh) if hidden else None, unsettled=unshown,
         )  # fmt: skip
         alone = merge(fresh)
         final, shown = confirmed(together, sharper.judge(alone.to_dict(), entry), len(fresh))
         kept = pooled if shown else alone
-        final = [
-            v if v.metric == "structure" else dataclasses.replace(v, looks=CONFIRM_LOOKS)
-            for v in _noted(final, hidden)
-        ]
+        final = _looked(_noted(final, hidden), settings.alpha)
         pairs = len(parts) + len(fresh) if shown else len(fresh)
         return Decision(kept, self._timed(final, started, pairs), verdicts)
 
@@ -449,6 +451,19 @@ def _noted(verdicts: Sequence[Verdict], note: str) -> list[Verdict]:
     further) added to its message."""
     return [
         dataclasses.replace(v, message=v.message + note) if note and undecided(v) else v
+        for v in verdicts
+    ]
+
+
+def _looked(verdicts: Sequence[Verdict], alpha: float) -> list[Verdict]:
+    """A second measurement's ``verdicts`` (the gate's ``alpha``), each one its fresh pairs
+    alone gave (:func:`confirmed`: judged at ``alpha / CONFIRM_LOOKS`` at each look) with
+    its ``looks``, so that its own false-alarm rate reads ``alpha``; the pooled ones were
+    judged at ``alpha`` itself."""
+    return [
+        dataclasses.replace(v, looks=CONFIRM_LOOKS)
+        if v.metric != "structure" and v.alpha < alpha
+        else v
         for v in verdicts
     ]
 
