@@ -22,8 +22,8 @@ estimates and the spread between pairs beyond their own error, and the standard 
 second of such pairs buys (the spread times the square root of the wall time per pair).
 Asserts only that every variant measured every pair.
 
-Settings: ``ORTPERF_PAIRLEN_PAIRS`` [30 per variant and condition], ``ORTPERF_PAIRLEN_PHASES``
-[``quiet,noisy``].
+Settings: ``ORTPERF_PAIRLEN_PAIRS`` [30 per variant and condition, 2 to 1000],
+``ORTPERF_PAIRLEN_PHASES`` [``quiet,noisy``].
 """
 
 from __future__ import annotations
@@ -113,6 +113,7 @@ def test_pair_and_block_length(
     timing_settings(request)
     say = narrator(capsys)
     n = int(os.environ.get("ORTPERF_PAIRLEN_PAIRS", "30"))
+    assert 2 <= n <= 1000, "ORTPERF_PAIRLEN_PAIRS: 2 to 1000 pairs a variant"
     phases = os.environ.get("ORTPERF_PAIRLEN_PHASES", "quiet,noisy").split(",")
     assert set(phases) <= {"quiet", "noisy"}, "ORTPERF_PAIRLEN_PHASES: quiet, noisy or both"
     reference = OrtSession.create(
