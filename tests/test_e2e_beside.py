@@ -364,6 +364,33 @@ def test_a_compare_whose_candidate_changed_is_also_judged_beside_the_old_candida
     assert note in ratio["message"]
 
 
+COMPARE_AND_LATENCY = (
+    COMPARE
+    + """
+    ortperf.latency(candidate, ort_feeds(candidate), name="fused")
+"""
+)
+
+
+def test_a_latency_after_a_failing_compare_takes_a_first_measurement_only(pytester):
+    # The test fails on the compare already; the latency beside the baseline's model
+    # cannot change that, so it is measured once (3 session pairs, no confirmation or
+    # extension) and says so.
+    pytester.makepyfile(test_pair=COMPARE_AND_LATENCY)
+    configure(pytester.path, layers=2)
+    pytester.runpytest(*RUN, "--ortperf-update").assert_outcomes(passed=1)
+    check(pytester, layers=8).assert_outcomes(failed=1)
+    data = json.loads((pytester.path / "out.json").read_text())
+    latency = next(r for r in data["results"] if r["name"] == "fused")
+    (verdict,) = latency["verdicts"]
+    assert BESIDE in verdict["message"]
+    assert "over 3 session pairs" in verdict["message"]
+    assert (
+        "; a first measurement only, not measured further: the test already fails on 'pair' "
+        in verdict["message"]
+    )
+
+
 OLD = "onnxruntime==1.31.1"
 """A real older onnxruntime (as tests/test_upgrade_gate.py uses: one environment cache)."""
 

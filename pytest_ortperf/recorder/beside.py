@@ -260,7 +260,7 @@ def judged_beside(
     found = plan(ctx, session, feeds, name, entry)
     if found.unchanged:
         return _unchanged(ctx, session, feeds, api, name, entry, measure)
-    decision = found.side_by_side(ctx, session, feeds, api, name, entry)
+    decision = found.side_by_side(ctx, session, feeds, api, name, entry, brief=ctx.fails_already)
     if isinstance(decision, str):
         return _fallback(ctx, measure, entry, decision)
     verdicts = [beside_verdict(v, found.model_sha256, found.changed) for v in decision.verdicts]

@@ -70,6 +70,12 @@ class Context:
         """Whether an inconclusive verdict fails (``--ortperf-strict``, gated runs only)."""
         return self.gate is not None and self.gate.settings.strict
 
+    @property
+    def fails_already(self) -> str:
+        """Why the test fails already (empty while it does not, and where no gate runs): a
+        later gated measurement takes its first measurement only and says so."""
+        return self.recording.fails_already() if self.gate is not None else ""
+
     def entry(self, name: str) -> Mapping[str, Any] | None:
         """Claim a gated measurement's name; its baseline entry when gated (a baseline
         that cannot be read fails the test)."""

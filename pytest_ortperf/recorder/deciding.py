@@ -29,9 +29,10 @@ Measure = Callable[[TimingEngine, StopRule | None, bool], R]
 def decide(ctx: Context, measure: Measure[R], entry: Mapping[str, Any] | None) -> Decision[R]:
     """Measure as the run asks: once, or as several runs on fresh sessions when taking a
     baseline (more when they could not see a slowdown of the threshold), or through
-    the gate (session pairs, extension, and a confirmation of what would fail)."""
+    the gate (session pairs, extension, and a confirmation of what would fail; a first
+    measurement only where the test fails already: its outcome is settled)."""
     if ctx.gate is not None:
-        return ctx.gate.decide(measure, ctx.engine, entry, merge_runs)
+        return ctx.gate.decide(measure, ctx.engine, entry, merge_runs, brief=ctx.fails_already)
     k = ctx.baseline_runs if ctx.measured else 1
     if k <= 1:
         return Decision(measure(ctx.engine, None, False), [])

@@ -194,13 +194,14 @@ def _candidate_beside(
     """A compare's candidate beside the baseline's candidate: taking a baseline, what its
     entry keeps (the candidate's recipe, its A/A ratio baseline); checking, the decision
     with a verdict of the candidate against the baseline's, where it changed since: from a
-    first measurement only where the compare fails already (the test's outcome is settled;
-    the candidate's figure says whether it, or the reference, moved)."""
+    first measurement only where the compare, or the test, fails already (the test's
+    outcome is settled; the candidate's figure says whether it, or the reference, moved)."""
     name = decision.record.name
     if ctx.gate is None:
         return decision, (kept(ctx, candidate, feeds, api, name) if ctx.baseline_runs > 1 else {})
     failing = dict.fromkeys(v.metric for v in ctx.gate.failing(decision.verdicts))
     brief = f"the compare already fails on its {', '.join(failing)}" if failing else ""
+    brief = brief or ctx.fails_already
     added, reason = candidate_beside(ctx, candidate, feeds, api, name, entry, brief=brief)
     verdicts = list(decision.verdicts)
     if reason:

@@ -34,6 +34,8 @@ class Recording:
         self.records: list[Record] = []
         self.failures: list[str] = []
         """Failures of this test, raised together once the test body has run."""
+        self._failed_on: list[str] = []
+        """What each failure is, in a few words (:meth:`fails_already`)."""
         self._user_properties = user_properties
         self._names: set[str] = set()
 
@@ -88,6 +90,8 @@ class Recording:
         ``attribution`` (asked only when a timing verdict fails), the lines that say
         where the time went, also attached to the test."""
         message = failure_message(name, failing, verdicts, first)
+        metrics = ", ".join(dict.fromkeys(v.metric for v in failing))
+        self._failed_on.append(f"{name!r} {metrics}")
         if attribution is not None and any(v.metric != "structure" for v in failing):
             lines = attribution()
             message += "\n" + "\n".join(lines)
@@ -99,6 +103,7 @@ class Recording:
         lines = [f"ortperf: {name!r} failed its tail rule"]
         lines += [f"  FAIL {v.metric}: {v.message}" for v in failing]
         self.failures.append("\n".join(lines))
+        self._failed_on.append(f"{name!r} tail")
 
     def budgets_failed(self, name: str, verdicts: Sequence[SloVerdict], *, strict: bool) -> None:
         """A measurement's latency budgets, where one is violated (or, ``strict``, not
@@ -108,6 +113,15 @@ class Recording:
         message = budget_message(name, verdicts, strict=strict)
         if message is not None:
             self.failures.append(message)
+            self._failed_on.append(f"{name!r} budgets")
+
+    def fails_already(self) -> str:
+        """Why this test fails already, in a few words (empty while it does not): a later
+        gated measurement cannot change its outcome, so it takes a first measurement only
+        (:meth:`~pytest_ortperf.gating.gate.Gate.decide`'s ``brief``)."""
+        if not self._failed_on:
+            return ""
+        return f"the test already fails on {'; '.join(self._failed_on)}"
 
     def blind_baseline(self, message: str) -> None:
         """A baseline too noisy to see its threshold (``--ortperf-fail-blind``)."""
