@@ -88,6 +88,9 @@ class Run:
     measuring_s: float = math.nan
     odd: list[str] = field(default_factory=list)
     tail: str = ""
+    once: set[str] = field(default_factory=set)
+    """The verdicts measured once because the test failed already (``a first measurement
+    only``)."""
 
     def alarm(self, metric: str) -> bool:
         return self.rc == 1 and "regressed" in self.outcomes.get(metric, [])
@@ -132,6 +135,8 @@ def read_json(run: Run, doc: Mapping[str, Any]) -> None:
             else:
                 key = f"{name}:{metric}"
             run.outcomes.setdefault(key, []).append(str(verdict.get("outcome")))
+            if "a first measurement only" in str(verdict.get("message")):
+                run.once.add(key)
             run.changes.setdefault(key, []).append(verdict.get("change"))
     if measured:
         run.json_measuring_s = math.fsum(measured)
