@@ -10,6 +10,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -229,6 +230,26 @@ def test_an_empty_file_and_an_empty_database_are_taken(tmp_path: Path) -> None:
     assert blank.stat().st_size > 0
     assert save(blank, [latency("t::a")]) == 1
     assert len(read_results(blank)) == 1
+
+
+def test_a_writer_switching_a_new_store_to_wal_waits_for_another_writers_lock(
+    tmp_path: Path,
+) -> None:
+    # SQLite answers the switch to WAL "database is locked" at once, without its busy
+    # handler, while another connection holds the write lock: writers that open a new
+    # store together (CI shards, xdist workers) must take turns, not fail.
+    path = tmp_path / "results.sqlite"
+    other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    other.execute("BEGIN IMMEDIATE")
+    release = threading.Timer(0.3, other.execute, ("COMMIT",))
+    release.start()
+    try:
+        assert save(path, [latency("t::a")]) == 1
+    finally:
+        release.join()
+        other.close()
+    assert _journal_mode(path) == "wal"
+    assert len(read_results(path)) == 1
 
 
 def test_a_directory_is_not_a_store(tmp_path: Path) -> None:

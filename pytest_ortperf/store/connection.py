@@ -254,6 +254,25 @@ def _check_sqlite_file(path: Path, label: str) -> None:
     )
 
 
+def _into_wal(cursor: Any) -> None:
+    """Switch an SQLite database into WAL mode, waiting for the lock in turn.
+
+    SQLite does not call the busy handler here: where writers open a new store at once,
+    all but one get "database is locked" at once, so this retries up to the busy
+    timeout."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    pause = 0.002
+    while True:
+        try:
+            cursor.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() + pause > deadline:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, 0.1)
+
+
 def _sql_engine(url: sa.URL, *, write: bool) -> sa.Engine:
     if url.get_backend_name() == "postgresql":
         # a connect_timeout in the URL's query wins (libpq reads at least 2 s)
@@ -272,7 +291,7 @@ def _sql_engine(url: sa.URL, *, write: bool) -> sa.Engine:
         try:
             cursor.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
             if write:
-                cursor.execute("PRAGMA journal_mode = WAL")
+                _into_wal(cursor)
             cursor.execute("PRAGMA foreign_keys = ON")
         finally:
             cursor.close()
