@@ -176,8 +176,8 @@ def test_unchanged_is_not_gated_on_machine_drift(suite):
 
 def test_unchanged_is_measured_with_a_quarter_of_the_budget(suite, monkeypatch):
     # Its figure only goes to history, so an unchanged latency spends less of the check.
+    from pytest_ortperf.gating.gate import FIGURE_ONLY_BUDGET
     from pytest_ortperf.measuring.engine import Engine
-    from pytest_ortperf.recorder.beside import UNCHANGED_BUDGET
 
     budgets: list[float] = []
 
@@ -191,11 +191,11 @@ def test_unchanged_is_measured_with_a_quarter_of_the_budget(suite, monkeypatch):
     monkeypatch.setattr(Engine, "measure", spy(Engine.measure))
     monkeypatch.setattr(Engine, "interleave", spy(Engine.interleave))
     check(suite, layers=2).assert_outcomes(passed=1)
-    assert budgets and budgets == [pytest.approx(0.1 * UNCHANGED_BUDGET)] * len(budgets)
+    assert budgets and budgets == [pytest.approx(0.1 * FIGURE_ONLY_BUDGET)] * len(budgets)
     assert verdicts(suite.path)[0]["message"].startswith(UNCHANGED)
     budgets.clear()  # a changed model is judged beside its baseline's, at the usual budget
     check(suite, layers=8).assert_outcomes(failed=1)
-    assert budgets and min(budgets) > 0.1 * UNCHANGED_BUDGET  # its pairs share 0.1 s
+    assert budgets and min(budgets) > 0.1 * FIGURE_ONLY_BUDGET  # its pairs share 0.1 s
 
 
 def test_skip_unchanged_measures_nothing(suite):
@@ -350,7 +350,8 @@ def test_a_compare_whose_candidate_changed_is_also_judged_beside_the_old_candida
     # measurement, not extended or confirmed, and says so.
     candidate = next(v for v in verdicts(pytester.path) if v["metric"] == "latency")
     assert (
-        "; a first measurement only, not measured further: the compare already fails on its "
+        "; a first measurement only (a quarter of the budget), not measured further: the "
+        "compare already fails on its "
         in candidate["message"]
         and "over 3 session pairs" in candidate["message"]
     )
@@ -386,8 +387,8 @@ def test_a_latency_after_a_failing_compare_takes_a_first_measurement_only(pytest
     assert BESIDE in verdict["message"]
     assert "over 3 session pairs" in verdict["message"]
     assert (
-        "; a first measurement only, not measured further: the test already fails on 'pair' "
-        in verdict["message"]
+        "; a first measurement only (a quarter of the budget), not measured further: the "
+        "test already fails on 'pair' " in verdict["message"]
     )
 
 

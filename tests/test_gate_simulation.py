@@ -16,6 +16,7 @@ import pytest
 from gate_sim import (
     BUSY,
     CONDITIONS,
+    ROUNDS_PER_BUDGET,
     SCENARIOS,
     STRESS,
     PairEngine,
@@ -26,7 +27,14 @@ from gate_sim import (
 )
 
 from pytest_ortperf.gating.baseline_judge import ratio_baseline_of
-from pytest_ortperf.gating.gate import CONFIRM_LOOKS, Gate, _looked, confirmed, undecided
+from pytest_ortperf.gating.gate import (
+    CONFIRM_LOOKS,
+    FIGURE_ONLY_BUDGET,
+    Gate,
+    _looked,
+    confirmed,
+    undecided,
+)
 from pytest_ortperf.gating.rules import CHECK_PAIRS, process_limit
 from pytest_ortperf.gating.settings import GateSettings
 from pytest_ortperf.measuring.records import merge_runs
@@ -284,8 +292,14 @@ def test_a_brief_decision_takes_the_first_measurement_only(
         (ratio,) = [v for v in decision.verdicts if v.metric == "ratio"]
         if brief:
             assert len(engine.rounds) == CHECK_PAIRS and decision.first is None
-            note = "; a first measurement only, not measured further: the compare already fails"
+            note = (
+                "; a first measurement only (a quarter of the budget), not measured further: "
+                "the compare already fails"
+            )
             assert note in ratio.message and "over 3 session pairs" in ratio.message
+            # its pairs share a quarter of the budget: only its figure counts
+            most = max(round(ROUNDS_PER_BUDGET * FIGURE_ONLY_BUDGET / CHECK_PAIRS), 2)
+            assert max(engine.rounds) <= most < ROUNDS_PER_BUDGET / CHECK_PAIRS
             assert outcome is None or ratio.outcome is outcome
         else:  # the same check in full measures on
             assert len(engine.rounds) >= least, ratio.message

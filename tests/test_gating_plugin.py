@@ -329,8 +329,8 @@ def test_all_measurements_run_before_the_gate_fails(suite):
     # The test fails on the compare already: the latency cannot change that, so it takes
     # a first measurement only (no confirmation), and says why.
     result.stdout.fnmatch_lines(
-        ["*FAIL latency: *-> regressed; a first measurement only, not measured further: "
-         "the test already fails on 'attention' ratio*"]
+        ["*FAIL latency: *-> regressed; a first measurement only (a quarter of the budget), "
+         "not measured further: the test already fails on 'attention' ratio*"]
     )  # fmt: skip
 
 

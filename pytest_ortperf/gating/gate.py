@@ -37,6 +37,14 @@ R = TypeVar("R", LatencyResult, Comparison)
 UPDATE_BUDGET_FACTOR = 3.0
 """``--ortperf-update`` measures baselines with this many times the budget."""
 
+FIGURE_ONLY_BUDGET = 0.25
+"""The share of the budget a measurement gets where only its figure counts and no outcome
+depends on its verdict: an unchanged latency (its figure goes to history,
+:mod:`pytest_ortperf.recorder.beside`) and, in a test that fails already, a later
+measurement's first one (:meth:`Gate.decide`'s ``brief``). A budget's ``slo=`` still gets
+the blocks it needs (:func:`~pytest_ortperf.recorder.budgets.latency_blocks`). The messages
+call it "a quarter of the budget"."""
+
 BASELINE_RUNS = 30
 """Independent runs (each on fresh sessions) a baseline is taken as, sharing its budget:
 their spread measures the between-run variance the gate allows for. A check's interval
@@ -286,8 +294,8 @@ class Gate:
         """Measure with ``measure(engine, stop_rule, fresh)`` (``fresh``: on a newly created
         session pair), judge, extend what is undecided and confirm what would fail.
         ``brief``: why the first measurement alone is enough (the test already fails on
-        another verdict): its :data:`CHECK_PAIRS` pairs, no more and no second measurement,
-        and each timing verdict says so.
+        another verdict): its :data:`CHECK_PAIRS` pairs sharing :data:`FIGURE_ONLY_BUDGET`
+        of the budget, no more and no second measurement, and each timing verdict says so.
 
         Against a ratio baseline, a check spreads over :data:`CHECK_PAIRS` session pairs
         (the test's own, then fresh ones), each with its share of the budget, so the verdict
@@ -316,7 +324,7 @@ class Gate:
             first = measure(engine, None, False)
             return Decision(first, self._timed(self.judge(first.to_dict(), entry), started, 1))
         hidden = self._hidden_by_processes(baseline, entry)
-        per_pair = engine.scaled(1.0 / CHECK_PAIRS)
+        per_pair = engine.scaled((FIGURE_ONLY_BUDGET if brief else 1.0) / CHECK_PAIRS)
         first_stop = self.stop_rule(entry)
         parts: list[R] = []
         record, verdicts = self._until_decided(
@@ -324,7 +332,10 @@ class Gate:
             most=CHECK_PAIRS if hidden or brief else None,
         )  # fmt: skip
         if brief:
-            note = f"; a first measurement only, not measured further: {brief}"
+            note = (
+                "; a first measurement only (a quarter of the budget), not measured further: "
+                + brief
+            )
             return Decision(record, self._timed(_told(verdicts, note), started, len(parts)))
         settings = self.settings
         # At the cap, still undecided: measured again, unless the processes hide it.

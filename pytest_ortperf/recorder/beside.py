@@ -6,8 +6,8 @@ libraries) put into the artifact store, and an A/A ratio baseline of two fresh s
 the model measured interleaved. At a check (:func:`judged_beside`), by the recipe today:
 
 - identical to the baseline's: ``unchanged``, measured for history at
-  :data:`UNCHANGED_BUDGET` of the budget (or, with ``--ortperf-skip-unchanged``, run once
-  and not measured) and never failed;
+  :data:`~pytest_ortperf.gating.gate.FIGURE_ONLY_BUDGET` of the budget (or, with
+  ``--ortperf-skip-unchanged``, run once and not measured) and never failed;
 - changed, and the baseline's session can be rebuilt (its model's bytes in the artifact
   store, or in git's history by the blob id the recipe keeps; its custom-op libraries:
   today's where their hashes match, else the baseline's own builds from the artifact
@@ -44,7 +44,7 @@ from pytest_ortperf.gating.beside import (
     fallback_verdicts,
     unchanged_verdict,
 )
-from pytest_ortperf.gating.gate import Decision
+from pytest_ortperf.gating.gate import FIGURE_ONLY_BUDGET, Decision
 from pytest_ortperf.measuring.calls import OrtBinding
 from pytest_ortperf.measuring.engine import Engine, StopRule, TimingEngine, smoke
 from pytest_ortperf.measuring.records import latency_result, merge_runs
@@ -58,11 +58,6 @@ from pytest_ortperf.results import Comparison, LatencyResult, Verdict
 
 if TYPE_CHECKING:
     from pytest_ortperf.measuring.recipe import CustomOpsLibrary, Recipe
-
-UNCHANGED_BUDGET = 0.25
-"""The share of the budget an unchanged latency is measured with: its figure goes to
-history and no verdict depends on it (a budget's ``slo=`` still gets the blocks it needs,
-:func:`~pytest_ortperf.recorder.budgets.latency_blocks`)."""
 
 
 def applies(ctx: Context, target: Target) -> bool:
@@ -339,7 +334,7 @@ def _unchanged(
         settings = ctx.gate.settings
         verdict = unchanged_verdict([], threshold=settings.threshold, alpha=settings.alpha)
         return Judged(Decision(record, [verdict]), extra)
-    record = measure(ctx.engine.scaled(UNCHANGED_BUDGET), None, False)
+    record = measure(ctx.engine.scaled(FIGURE_ONLY_BUDGET), None, False)
     verdicts = ctx.gate.judge(record.to_dict(), entry)
     return Judged(Decision(record, [unchanged_verdict(verdicts, n=len(record.samples))]),
                   {MODE: "unchanged"})  # fmt: skip
