@@ -267,8 +267,8 @@ def _resolve_history(settings: OrtperfConfig, config: pytest.Config) -> OrtperfC
     prefix names (a usage error when the store has none or several)."""
     if not settings.enabled or settings.baseline != "history":
         return settings
-    from pytest_ortperf.store.connection import resolve_store
     from pytest_ortperf.store.errors import StoreError
+    from pytest_ortperf.store.location import resolve_store
     from pytest_ortperf.store.secrets import redact_url
 
     target = resolve_store(settings.store, config.rootpath)

@@ -190,7 +190,7 @@ class OrtperfState:
 
     def store_target(self) -> str | None:
         """Where results go (None: storing disabled)."""
-        from pytest_ortperf.store.connection import resolve_store
+        from pytest_ortperf.store.location import resolve_store
 
         return resolve_store(self.settings.store, self.rootpath)
 

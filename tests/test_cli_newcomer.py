@@ -11,7 +11,7 @@ from ortperf_store_factories import comparison, latency, save
 from pytest_ortperf.cli import main
 from pytest_ortperf.cli.ids import shorten_ids
 from pytest_ortperf.cli.inputs import cli_spelling
-from pytest_ortperf.store.connection import DEFAULT_STORE, STORE_ENV
+from pytest_ortperf.store.location import DEFAULT_STORE, STORE_ENV
 
 T0 = 1_700_000_000.0
 

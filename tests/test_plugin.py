@@ -228,6 +228,32 @@ def test_loading_the_plugin_imports_no_heavy_module():
     assert out.stdout.strip() == "[]"
 
 
+def test_a_run_that_stores_nothing_loads_no_database_code(pytester):
+    # --ortperf-store=none: the fixture asks where results go, which must not cost the
+    # SQLAlchemy import (about 0.2 s a process) when the answer is nowhere.
+    pytester.makepyfile(
+        textwrap.dedent(
+            """
+            import sys
+            from pytest_ortperf import models
+
+            def test_latency(ort_session, ort_feeds, ortperf):
+                s = ort_session(models.linear_regression())
+                ortperf.latency(s, ort_feeds(s, dims={"N": 1}))
+
+            def test_after():
+                print("LOADED", "sqlalchemy" in sys.modules)
+            """
+        )
+    )
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "--ortperf", "--ortperf-store=none", "--ortperf-budget=0.01",
+        "-s",
+    )  # fmt: skip
+    result.assert_outcomes(passed=2)
+    assert "LOADED False" in result.stdout.str()
+
+
 def test_xdist_runs_measured_tests_on_one_worker(pytester):
     pytester.makepyfile(
         "\n".join(

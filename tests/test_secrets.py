@@ -19,8 +19,9 @@ from ortperf_store_factories import ENV, GIT, latency
 from pg_server import URL_ENV, Postgres, free_port
 
 from pytest_ortperf.cli import main as ortperf_cli
-from pytest_ortperf.store.connection import STORE_ENV, _label, _url, store_label
+from pytest_ortperf.store.connection import _label, _url, store_label
 from pytest_ortperf.store.errors import StoreError
+from pytest_ortperf.store.location import STORE_ENV
 from pytest_ortperf.store.read import list_runs, read_results
 from pytest_ortperf.store.secrets import _read_as_sqlalchemy, _secret_key, redact_url
 from pytest_ortperf.store.write import save_run

@@ -14,7 +14,8 @@ from ortperf_store_factories import ENV, GIT, OTHER_ENV, comparison, latency, me
 
 from pytest_ortperf.cli import main as ortperf_cli
 from pytest_ortperf.store import spool
-from pytest_ortperf.store.connection import STORE_ENV, store_label
+from pytest_ortperf.store.connection import store_label
+from pytest_ortperf.store.location import STORE_ENV
 from pytest_ortperf.store.read import read_profiles, read_results
 from pytest_ortperf.store.write import _environment_row
 

@@ -26,8 +26,8 @@ from ortperf_store_factories import (
 
 from pytest_ortperf import machine
 from pytest_ortperf.results import LatencyResult, MemoryResult, Record, record_from_dict
-from pytest_ortperf.store.connection import DEFAULT_STORE, resolve_store
 from pytest_ortperf.store.errors import StoreError
+from pytest_ortperf.store.location import DEFAULT_STORE, resolve_store
 from pytest_ortperf.store.read import (
     list_runs,
     load_records,

@@ -27,7 +27,8 @@ from ortperf_store_factories import ENV, GIT, latency
 from pg_server import Postgres, Server, ServerError, start
 
 from pytest_ortperf.store import spool
-from pytest_ortperf.store.connection import STORE_ENV, store_label
+from pytest_ortperf.store.connection import store_label
+from pytest_ortperf.store.location import STORE_ENV
 
 ORTPERF = str(Path(sys.executable).with_name("ortperf"))
 SUITE_ENV = {k: v for k, v in os.environ.items() if not k.startswith("ORTPERF_")}

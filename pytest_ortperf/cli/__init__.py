@@ -116,8 +116,8 @@ def _quiet_stdout() -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``ortperf`` command; returns the exit status (:data:`EXIT_STATUS`)."""
-    from pytest_ortperf.store.connection import resolve_store
     from pytest_ortperf.store.errors import StoreError
+    from pytest_ortperf.store.location import resolve_store
     from pytest_ortperf.store.secrets import redact_url
 
     parser = build_parser()

@@ -86,7 +86,7 @@ def find_store(start: Path, relative: str | None = None) -> tuple[Path | None, l
     ``start``: looked for in ``start``, then each parent, up to the first directory holding
     a :data:`ROOT_MARKERS` file (checked too) or the filesystem root. Returns the store
     (None when there is none) and the directories searched."""
-    from pytest_ortperf.store.connection import DEFAULT_STORE
+    from pytest_ortperf.store.location import DEFAULT_STORE
 
     searched = []
     for directory in [start, *start.parents]:
@@ -103,7 +103,7 @@ def store_of(args: argparse.Namespace) -> str:
     """The store to read: ``--store``, else ``$ORTPERF_STORE``, else the nearest
     ``.ortperf/results.sqlite`` from the current directory upward (:func:`find_store`).
     Unless given with ``--store``, the store used is named on stderr (credentials masked)."""
-    from pytest_ortperf.store.connection import DEFAULT_STORE, STORE_ENV, resolve_store
+    from pytest_ortperf.store.location import DEFAULT_STORE, STORE_ENV, resolve_store
     from pytest_ortperf.store.secrets import redact_url
 
     explicit = args.store is not None and bool(args.store.strip())

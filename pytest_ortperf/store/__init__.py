@@ -3,8 +3,10 @@
 - ``secrets``: credentials masked in store URLs and messages (pure text)
 - ``errors``: ``StoreError`` and its kinds, ``StorePath`` (pure Python)
 - ``schema``: tables, schema version and migrations, the samples' encoding
-- ``connection``: locating and opening a store: paths, URLs, SQLAlchemy's engine, one
-  transaction, the connect-timeout breaker
+- ``location``: where the store is (option, ``$ORTPERF_STORE``, the default file; pure
+  Python, so a run that stores nothing never imports SQLAlchemy)
+- ``connection``: opening a store: paths, URLs, SQLAlchemy's engine, one transaction,
+  the connect-timeout breaker
 - ``write``: ``save_run`` (records to rows, one transaction per run) and ``prune``
 - ``decode``: stored values back to Python (JSON, samples, times, records); a damaged one
   is a StoreError naming its row and column

@@ -1,4 +1,4 @@
-"""Locating and opening a store: paths and URLs, SQLAlchemy's engine, one transaction.
+"""Opening a store: paths and URLs, SQLAlchemy's engine, one transaction.
 
 SQLAlchemy Core only, so the default SQLite file and a PostgreSQL URL share the code. One
 transaction per run; SQLite runs in WAL mode with a busy timeout and ``BEGIN IMMEDIATE`` so
@@ -32,36 +32,10 @@ from pytest_ortperf.store.errors import StoreError, StorePath, StoreUnreachable,
 from pytest_ortperf.store.schema import _check_schema, runs, schema_version
 from pytest_ortperf.store.secrets import _USER, redact_url
 
-STORE_ENV = "ORTPERF_STORE"
-"""Environment variable naming the store when no option or ini key does."""
-
-DEFAULT_STORE = ".ortperf/results.sqlite"
-"""Store used when none is configured, relative to the rootdir (or the current directory)."""
-
 BUSY_TIMEOUT_MS = 30_000
 CONNECT_TIMEOUT_S = 10
 """How long a database server may take to accept a connection before the store counts as
 unreachable (the run is spooled: :mod:`pytest_ortperf.store.spool`)."""
-
-
-def resolve_store(value: str | None, rootdir: Path) -> str | None:
-    """Where results go: a file path or SQLAlchemy URL, or None when storing is disabled.
-
-    None or "" -> ``$ORTPERF_STORE`` (:data:`STORE_ENV`) when set, else ``DEFAULT_STORE``
-    under rootdir; "none" -> disabled; a URL (``sqlite:///``, ``postgresql://``...) is
-    passed through; any other path is taken relative to rootdir.
-    """
-    if value is None or not value.strip():
-        value = os.environ.get(STORE_ENV, "")
-    if not value.strip():
-        return str(Path(rootdir) / DEFAULT_STORE)
-    text = value.strip()
-    if text.lower() == "none":
-        return None
-    if "://" in text:
-        return text
-    path = Path(text).expanduser()
-    return str(path if path.is_absolute() else Path(rootdir) / path)
 
 
 def _url(store: StorePath) -> sa.URL:

@@ -1,6 +1,6 @@
 """Reading the store: measurements and runs as frames, run ids, profiles and records.
 
-``store=None`` reads :data:`~pytest_ortperf.store.connection.DEFAULT_STORE` in the current
+``store=None`` reads :data:`~pytest_ortperf.store.location.DEFAULT_STORE` in the current
 directory. A reader takes an older store as it is (only a writer migrates it).
 """
 
@@ -14,7 +14,7 @@ from sqlalchemy.engine import Connection
 
 from pytest_ortperf.results import RECORD_TYPES, Record
 from pytest_ortperf.stats import Summary
-from pytest_ortperf.store.connection import DEFAULT_STORE, _label, _transaction, _url
+from pytest_ortperf.store.connection import _label, _transaction, _url
 from pytest_ortperf.store.decode import (
     _damaged,
     _frame,
@@ -25,6 +25,7 @@ from pytest_ortperf.store.decode import (
     _where,
 )
 from pytest_ortperf.store.errors import StoreError, StorePath
+from pytest_ortperf.store.location import DEFAULT_STORE
 from pytest_ortperf.store.schema import INTERRUPTED, environments, measurements, profile_ops, runs
 
 if TYPE_CHECKING:
