@@ -237,6 +237,31 @@ def test_a_confirmed_verdict_reads_at_the_gate_s_alpha() -> None:
     assert looked[1].procedure_alpha == pytest.approx(0.01)
 
 
+@pytest.mark.parametrize("change", [0.0, 0.1])
+def test_each_timing_verdict_carries_its_time_and_session_pairs(change: float) -> None:
+    # The time a verdict took and the session pairs behind it are fields (the JSON's
+    # `seconds` and `pairs`), as its message says them: a clear pass on its first
+    # measurement, and a regression confirmed on fresh pairs pooled with the first.
+    scenario = dataclasses.replace(SCENARIOS["pairs 0.5%"], change=change)
+    rng = np.random.default_rng(31)
+    entry = baseline_entry(rng, dataclasses.replace(scenario, change=0.0))
+    ticks = iter([10.0, 12.25])  # the gate reads its clock when it starts and at the verdict
+    gate = Gate(GateSettings(), None, dict, clock=lambda: next(ticks))  # type: ignore[arg-type]
+    engine = PairEngine(scenario, rng, math.log1p(change))
+    decision = gate.decide(measure, engine, entry, merge_runs)
+    (ratio,) = [v for v in decision.verdicts if v.metric == "ratio"]
+    expected = Outcome.REGRESSED if change else Outcome.OK
+    assert ratio.outcome is expected, ratio.message
+    assert (decision.first is not None) == bool(change)
+    assert ratio.seconds == pytest.approx(2.25) and ratio.pairs == len(engine.rounds)
+    assert f"measured in 2.2 s over {ratio.pairs} session pairs" in ratio.message
+    data = ratio.to_dict()
+    assert (data["seconds"], data["pairs"]) == (ratio.seconds, ratio.pairs)
+    assert Verdict.from_dict(data) == ratio
+    untimed = dataclasses.replace(ratio, seconds=None, pairs=None).to_dict()
+    assert "seconds" not in untimed and "pairs" not in untimed
+
+
 def test_a_check_does_not_measure_on_what_the_baseline_s_processes_hide() -> None:
     # Processes 3% apart: whatever a check's own process reads hides a slowdown of the
     # threshold, so its verdict, however undecided, is not measured further, and says why.

@@ -350,9 +350,14 @@ def check_ortperf_schema(doc: dict[str, Any]) -> None:
                 }
                 assert arm["summary"]["n"] == len(arm["samples"]) > 0
         for verdict in result["verdicts"]:
-            # A confirmed verdict also says how many looks its confirmation took at alpha.
+            # A confirmed verdict also says how many looks its confirmation took at alpha;
+            # one the gate measured for, the time it took and its session pairs.
             assert verdict.get("looks", 1) in (1, CONFIRM_LOOKS)
-            assert set(verdict) - {"looks"} == {
+            timed = verdict["metric"] != "structure"
+            assert ("seconds" in verdict and "pairs" in verdict) == timed, verdict
+            if timed:
+                assert verdict["seconds"] > 0 and verdict["pairs"] >= 1
+            assert set(verdict) - {"looks", "seconds", "pairs"} == {
                 "metric",
                 "outcome",
                 "baseline",

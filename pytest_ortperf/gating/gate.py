@@ -431,11 +431,18 @@ class Gate:
         return sharper
 
     def _timed(self, verdicts: list[Verdict], started: float, pairs: int) -> list[Verdict]:
-        """Each timing verdict's message with the time its measurement took."""
-        took = f"; measured in {self.clock() - started:.1f} s over {pairs} session pair" + (
+        """Each timing verdict with the time its measurement took and the session pairs
+        behind it (:attr:`Verdict.seconds`, :attr:`Verdict.pairs`), said in its message."""
+        seconds = self.clock() - started
+        took = f"; measured in {seconds:.1f} s over {pairs} session pair" + (
             "s" if pairs != 1 else ""
         )
-        return _told(verdicts, took)
+        return [
+            v
+            if v.metric == "structure"
+            else dataclasses.replace(v, message=v.message + took, seconds=seconds, pairs=pairs)
+            for v in verdicts
+        ]
 
     def _would_fail(self, verdicts: Sequence[Verdict]) -> bool:
         """Whether a timing verdict would fail the test (structure needs no second look)."""

@@ -36,8 +36,10 @@ meaning or disappears; keys may be added within a version)::
          "verdicts": [{"metric": "ratio" | "latency" | "structure" | "p99", "outcome": "ok" |
                        "regressed" | "improved" | "inconclusive" | "new" | "not_comparable",
                        "baseline", "current", "change", "low", "high", "threshold",
-                       "alpha", "p_value", "n", "message", and "looks" where a
-                       confirmation judged several looks at alpha each}]}
+                       "alpha", "p_value", "n", "message", "looks" where a
+                       confirmation judged several looks at alpha each, and
+                       "seconds" and "pairs" where the gate measured for it: the
+                       time it took and its session pairs}]}
       ],
       "profiles": [{"test": ..., "name": ..., "by_op": [{"op_type", "total_us", "count",
                     "share"}]}],

@@ -71,6 +71,12 @@ class Verdict(Decoded):
     """Tests at ``alpha`` the procedure that reached this verdict could have alarmed on (a
     confirmation that extends judges each of its looks at a share of the gate's alpha):
     the verdict's own false-alarm rate is at most ``alpha * looks``."""
+    seconds: float | None = None
+    """How long the gate measured for this verdict, from its first session pair to the
+    verdict, extension and confirmation included (None: not measured by the gate's
+    procedure, e.g. structure or an absolute latency)."""
+    pairs: int | None = None
+    """The session pairs behind the verdict (the fresh ones alone where they gave it)."""
 
     @property
     def procedure_alpha(self) -> float:
@@ -100,6 +106,8 @@ class Verdict(Decoded):
             "n": self.n,
             "message": self.message,
             **({"looks": self.looks} if self.looks != 1 else {}),
+            **({"seconds": self.seconds} if self.seconds is not None else {}),
+            **({"pairs": self.pairs} if self.pairs is not None else {}),
         }
 
 
