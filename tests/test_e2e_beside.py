@@ -166,7 +166,9 @@ def test_unchanged_is_not_gated_on_machine_drift(suite):
     (verdict,) = verdicts(suite.path)
     assert verdict["outcome"] == "ok"
     assert verdict["message"].startswith(UNCHANGED + " (latency ")
-    assert verdict["message"].endswith("; not gated on machine drift")
+    assert "; not gated on machine drift; measured in " in verdict["message"]
+    assert verdict["message"].endswith(" over 1 session pair")  # its own and the control
+    assert verdict["seconds"] > 0 and verdict["pairs"] == 1
     # The same drift, judged as before recipes were kept: a regression.
     del entry["recipe"]
     write_baseline(path, entries)

@@ -322,7 +322,7 @@ class Gate:
         baseline = ratio_baseline_of(entry)
         if baseline is None:  # new, absolute, ...: nothing to pair against
             first = measure(engine, None, False)
-            return Decision(first, self._timed(self.judge(first.to_dict(), entry), started, 1))
+            return Decision(first, self.timed(self.judge(first.to_dict(), entry), started, 1))
         hidden = self._hidden_by_processes(baseline, entry)
         per_pair = engine.scaled((FIGURE_ONLY_BUDGET if brief else 1.0) / CHECK_PAIRS)
         first_stop = self.stop_rule(entry)
@@ -336,12 +336,12 @@ class Gate:
                 "; a first measurement only (a quarter of the budget), not measured further: "
                 + brief
             )
-            return Decision(record, self._timed(_told(verdicts, note), started, len(parts)))
+            return Decision(record, self.timed(_told(verdicts, note), started, len(parts)))
         settings = self.settings
         # At the cap, still undecided: measured again, unless the processes hide it.
         unsettled = any(undecided(v) for v in verdicts) and not hidden
         if not (settings.confirm and (self._would_fail(verdicts) or unsettled)):
-            return Decision(record, self._timed(_noted(verdicts, hidden), started, len(parts)))
+            return Decision(record, self.timed(_noted(verdicts, hidden), started, len(parts)))
         sharper = self.at_alpha(settings.alpha / CONFIRM_LOOKS)
         confirm = sharper.stop_rule(entry)
         second = engine.scaled(1.0 / CHECK_PAIRS)  # a measurement of its own
@@ -366,7 +366,7 @@ class Gate:
         kept = pooled if shown else alone
         final = _looked(_noted(final, hidden), settings.alpha)
         pairs = len(parts) + len(fresh) if shown else len(fresh)
-        return Decision(kept, self._timed(final, started, pairs), verdicts)
+        return Decision(kept, self.timed(final, started, pairs), verdicts)
 
     def _until_decided(
         self,
@@ -430,9 +430,10 @@ class Gate:
         sharper.settings = dataclasses.replace(self.settings, alpha=alpha)
         return sharper
 
-    def _timed(self, verdicts: list[Verdict], started: float, pairs: int) -> list[Verdict]:
-        """Each timing verdict with the time its measurement took and the session pairs
-        behind it (:attr:`Verdict.seconds`, :attr:`Verdict.pairs`), said in its message."""
+    def timed(self, verdicts: list[Verdict], started: float, pairs: int) -> list[Verdict]:
+        """Each timing verdict with the time its measurement took since ``started`` (a
+        reading of :attr:`clock`) and the session pairs behind it (:attr:`Verdict.seconds`,
+        :attr:`Verdict.pairs`), said in its message."""
         seconds = self.clock() - started
         took = f"; measured in {seconds:.1f} s over {pairs} session pair" + (
             "s" if pairs != 1 else ""

@@ -334,10 +334,10 @@ def _unchanged(
         settings = ctx.gate.settings
         verdict = unchanged_verdict([], threshold=settings.threshold, alpha=settings.alpha)
         return Judged(Decision(record, [verdict]), extra)
+    started = ctx.gate.clock()
     record = measure(ctx.engine.scaled(FIGURE_ONLY_BUDGET), None, False)
-    verdicts = ctx.gate.judge(record.to_dict(), entry)
-    return Judged(Decision(record, [unchanged_verdict(verdicts, n=len(record.samples))]),
-                  {MODE: "unchanged"})  # fmt: skip
+    figure = unchanged_verdict(ctx.gate.judge(record.to_dict(), entry), n=len(record.samples))
+    return Judged(Decision(record, ctx.gate.timed([figure], started, 1)), {MODE: "unchanged"})
 
 
 def _fallback(
