@@ -324,8 +324,14 @@ def check_ortperf_schema(doc: dict[str, Any]) -> None:
     suite = doc["suite"]
     assert suite is None or set(suite) == {
         "gated", "alpha_max", "alpha_min", "false_alarm_if_independent",
-        "false_alarm_bound", "family",
+        "false_alarm_bound", "family", "measuring_s",
     }  # fmt: skip
+    if suite is not None:  # the gated verdicts' own times, added up
+        timed = [
+            v["seconds"] for r in doc["results"] for v in r["verdicts"]
+            if v["metric"] != "structure" and v["outcome"] not in ("new", "not_comparable")
+        ]  # fmt: skip
+        assert suite["measuring_s"] == pytest.approx(sum(timed)) and timed
     for result in doc["results"]:
         assert result["id"] == f"{result['test']}::{result['name']}"
         assert result["kind"] in ("latency", "compare", "memory")

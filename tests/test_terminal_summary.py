@@ -241,3 +241,12 @@ def test_the_suite_level_false_alarm_line_counts_only_tested_verdicts() -> None:
     )
     narrow = suite_rate_lines(gated, 60)
     assert max(map(len, narrow)) <= 60 and " ".join(narrow) == suite_rate_lines(gated, 300)[0]
+    # The time the gate measured for them, where the verdicts say it: new ones not counted.
+    timed = [
+        judged("a", dataclasses.replace(ok, seconds=0.75, pairs=3)),
+        judged("b", dataclasses.replace(ok, seconds=2.5, pairs=7)),
+        judged("new", dataclasses.replace(_verdict("ratio", Outcome.NEW), seconds=1.0)),
+    ]
+    assert suite_rate_lines(timed, 300)[0].endswith(
+        "at most 2.0% in any case (--ortperf-family-alpha bounds it); measured in 3.2 s in all"
+    )

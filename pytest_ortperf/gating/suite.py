@@ -98,6 +98,9 @@ class SuiteRate:
 
     alphas: tuple[float, ...]
     family: Family | None = None
+    seconds: float | None = None
+    """How long the gate measured for these verdicts in all (:attr:`Verdict.seconds`;
+    None: none says)."""
 
     @property
     def gated(self) -> int:
@@ -123,6 +126,7 @@ class SuiteRate:
             "false_alarm_if_independent": self.independent,
             "false_alarm_bound": self.bound,
             "family": None if self.family is None else self.family.to_dict(),
+            "measuring_s": self.seconds,
         }
 
     def text(self) -> str:
@@ -151,13 +155,19 @@ class SuiteRate:
             )
         elif family is None and n > 1:
             line += " (--ortperf-family-alpha bounds it)"
+        if self.seconds is not None:
+            line += f"; measured in {self.seconds:.1f} s in all"
         return line
 
 
 def suite_rate(verdicts: Iterable[Verdict], family: Family | None = None) -> SuiteRate | None:
     """The suite-level figures of a run's verdicts (None: nothing was gated)."""
-    alphas = tuple(v.procedure_alpha for v in verdicts if counts(v))
-    return SuiteRate(alphas, family) if alphas else None
+    counted = [v for v in verdicts if counts(v)]
+    if not counted:
+        return None
+    timed = [v.seconds for v in counted if v.seconds is not None]
+    seconds = math.fsum(timed) if timed else None
+    return SuiteRate(tuple(v.procedure_alpha for v in counted), family, seconds)
 
 
 def judged_verdicts(judgements: Sequence[Judgement]) -> list[Verdict]:

@@ -16,7 +16,8 @@ meaning or disappears; keys may be added within a version)::
       "counts": {"regressed": 1, "ok": 3, ...},          # gated metrics by outcome
       "suite": {"gated": 50, "alpha_max": 0.01, "alpha_min": 0.01,   # null: none gated
                 "false_alarm_if_independent": 0.395, "false_alarm_bound": 0.5,
-                "family": {"alpha": 0.01, "planned": 50, "per_verdict": 0.0002} | null},
+                "family": {"alpha": 0.01, "planned": 50, "per_verdict": 0.0002} | null,
+                "measuring_s": 61.5 | null},  # the gated verdicts' seconds in all
       "results": [
         {"id": "<test node id>::<name>", "kind": "latency" | "compare" | "memory" |
          "per_call" | "throughput",

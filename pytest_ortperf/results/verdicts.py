@@ -73,8 +73,8 @@ class Verdict(Decoded):
     the verdict's own false-alarm rate is at most ``alpha * looks``."""
     seconds: float | None = None
     """How long the gate measured for this verdict, from its first session pair to the
-    verdict, extension and confirmation included (None: not measured by the gate's
-    procedure, e.g. structure or an absolute latency)."""
+    verdict, extension and confirmation included (None: not measured through the gate,
+    e.g. structure, or a latency run once under ``--ortperf-skip-unchanged``)."""
     pairs: int | None = None
     """The session pairs behind the verdict (the fresh ones alone where they gave it)."""
 
