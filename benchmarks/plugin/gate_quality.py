@@ -91,6 +91,9 @@ class Run:
     once: set[str] = field(default_factory=set)
     """The verdicts measured once because the test failed already (``a first measurement
     only``)."""
+    block_sd: float | None = None
+    """The spread (SD of the logs) of the compare's block ratios: the hour's noise, which
+    sets how soon a clear check's session pairs stop."""
     pairs: dict[str, list[int]] = field(default_factory=dict)
     """The session pairs each verdict spent (its ``pairs``; 0 where the gate measured none)."""
 
@@ -126,6 +129,8 @@ def read_json(run: Run, doc: Mapping[str, Any]) -> None:
             run.timed_s += _timed_seconds(result)
         if name == COMPARE_NAME and kind == "compare":
             run.ratio = result.get("ratio")
+            logs = [math.log(r) for r in result.get("block_ratios") or [] if r and r > 0]
+            run.block_sd = statistics.stdev(logs) if len(logs) > 1 else None
         if name == LATENCY_NAME and kind == "latency":
             run.latency_median = (result.get("summary") or {}).get("median")
         for verdict in result.get("verdicts") or []:

@@ -189,6 +189,7 @@ def test_gate_quality_three_conditions(
              "| mean measuring s | ratio change read (median) |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
     odd: list[Run] = []
+    noise: list[str] = []
     noisy_label = f"noisy checks ({noisy_at})" if noisy_at else "noisy checks"
     for phase, runs, setup in (("quiet", quiet, setup_quiet), (noisy_label, noisy, setup_noisy),
                                ("noisy baselines", noisy_base, setup_quiet)):  # fmt: skip
@@ -219,8 +220,13 @@ def test_gate_quality_three_conditions(
                 f"| {phase} | all checks | {len(runs)} | | | | | | | "
                 f"{mean([r.wall_s - setup for r in runs]):.2f} | |"
             )
+            spreads = [r.block_sd for r in runs if r.pad == 0 and r.block_sd is not None]
+            if spreads:  # the hour's noise, beside which a condition's time is read
+                noise.append(f"{mean(spreads):.1%} {phase}")
     lines.append(
-        f"noisy baselines that warned they cannot see the threshold: {blind}/{n_noisy_base}; "
+        "A/A checks' block ratios spread (mean SD of their logs): "
+        + ", ".join(noise)
+        + f"; noisy baselines that warned they cannot see the threshold: {blind}/{n_noisy_base}; "
         f"setup-only run {setup_quiet:.2f} s quiet, {setup_noisy:.2f} s noisy; "
         f"{time.perf_counter() - started:.0f} s in all"
     )
