@@ -359,9 +359,9 @@ def check_ortperf_schema(doc: dict[str, Any]) -> None:
             # A confirmed verdict also says how many looks its confirmation took at alpha;
             # one the gate measured for, the time it took and its session pairs.
             assert verdict.get("looks", 1) in (1, CONFIRM_LOOKS)
-            timed = verdict["metric"] != "structure"
-            assert ("seconds" in verdict and "pairs" in verdict) == timed, verdict
-            if timed:
+            measured = verdict["metric"] != "structure"
+            assert ("seconds" in verdict and "pairs" in verdict) == measured, verdict
+            if measured:
                 assert verdict["seconds"] > 0 and verdict["pairs"] >= 1
             assert set(verdict) - {"looks", "seconds", "pairs"} == {
                 "metric",

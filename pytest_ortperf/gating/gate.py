@@ -438,12 +438,7 @@ class Gate:
         took = f"; measured in {seconds:.1f} s over {pairs} session pair" + (
             "s" if pairs != 1 else ""
         )
-        return [
-            v
-            if v.metric == "structure"
-            else dataclasses.replace(v, message=v.message + took, seconds=seconds, pairs=pairs)
-            for v in verdicts
-        ]
+        return _told(verdicts, took, seconds=seconds, pairs=pairs)
 
     def _would_fail(self, verdicts: Sequence[Verdict]) -> bool:
         """Whether a timing verdict would fail the test (structure needs no second look)."""
@@ -458,10 +453,11 @@ class Gate:
         ]
 
 
-def _told(verdicts: Sequence[Verdict], text: str) -> list[Verdict]:
-    """``verdicts``, each timing one (not ``structure``) with ``text`` added to its message."""
+def _told(verdicts: Sequence[Verdict], text: str, **fields: Any) -> list[Verdict]:
+    """``verdicts``, each timing one (not ``structure``) with ``text`` added to its message
+    (and ``fields`` set)."""
     return [
-        v if v.metric == "structure" else dataclasses.replace(v, message=v.message + text)
+        v if v.metric == "structure" else dataclasses.replace(v, message=v.message + text, **fields)
         for v in verdicts
     ]
 
