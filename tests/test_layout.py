@@ -148,6 +148,8 @@ def test_no_import_cycles() -> None:
         ("pytest_ortperf.recorder", ("pandas", "matplotlib", "sqlalchemy")),
         # Masking a message or catching a StoreError loads no database code.
         ("pytest_ortperf.store.errors", ("numpy", "pandas", "sqlalchemy")),
+        # Where the store is: a run with --ortperf-store=none asks it and opens nothing.
+        ("pytest_ortperf.store.location", ("numpy", "pandas", "sqlalchemy")),
     ],
 )
 def test_loading_imports_nothing_heavy(module: str, heavy: tuple[str, ...]) -> None:
