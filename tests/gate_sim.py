@@ -376,4 +376,7 @@ log-ratios 6.5% apart and its pairs 0.6%; beside two noisy neighbours, 10% and 1
 three to five times noisier than :data:`SIGMA`'s, so a check spends more budgets than the
 other rows say (and the VM's host varies: an hour later ``test_bench_pair_length.py`` read
 the blocks 10.6% apart quiet). In the benchmark's table after :data:`CONDITIONS`, not held
-to targets."""
+to targets. Measured when a block's sample was its mean call; its median group of nine
+(the engine's since) reads the same compare's blocks 3.2% apart quiet and 5.9% beside the
+neighbours (docs, "What a block's sample should be"), so these rows now overstate a
+check's cost."""

@@ -130,10 +130,10 @@ class _Scripted:
     def warm_up(self, config: EngineConfig) -> tuple[int, bool]:
         return self.k, True
 
-    def block(self, k: int) -> tuple[int, int]:
+    def block(self, k: int) -> tuple[float, int, int]:
         self.calls += 1
         ns = round(self.seconds * 1e9)
-        return ns, (0 if self.calls in self.preempted else ns)
+        return ns * 1e-9 / k, ns, (0 if self.calls in self.preempted else ns)
 
 
 def test_a_preempted_block_leaves_out_its_own_pair_only() -> None:

@@ -170,7 +170,7 @@ def test_warm_up_ends_once_block_times_settle():
     engine = Engine(EngineConfig(block_s=0.001, warmup_s=1.0), clock=clock)
     # a cold first call, then calls that speed up 10% every 10 calls (an algorithm search,
     # a growing arena) for 300 calls, then a steady 10 us
-    ramp = [int(100_000 * 0.9 ** (i // 10)) + 10_000 for i in range(300)]
+    ramp = [int(100_000 * 0.9 ** (i / 10)) + 10_000 for i in range(300)]
     call = scripted_call(clock, [50_000_000, *ramp, 10_000])
     k, warm = engine.warm_up(call)
     assert warm

@@ -274,6 +274,19 @@ def test_error_answer_keeps_the_worker_usable(here: RemoteEnvironment) -> None:
     assert session.worker.alive
 
 
+def test_worker_times_a_block_in_the_engines_groups(
+    no_leftovers: None, here: RemoteEnvironment
+) -> None:
+    session = here.session(linear_regression())
+    feeds = make_feeds(session.get_inputs(), dims={"N": 1})
+    with shared_feeds([session], feeds, "run"):
+        per_call, wall_ns, cpu_ns = session.block(200)  # nine groups of 22 or 23 calls
+        assert 0 < per_call * 200 <= wall_ns * 1e-9 * 1.5 and cpu_ns > 0
+        with pytest.raises(WorkerError, match=r"group sizes \[1, 1\] do not split a block of 3"):
+            session._request("block", 30.0, k=3, sizes=[1, 1])
+        assert session.block(1)[0] > 0  # still usable
+
+
 # ------------------------------------------------------------------------ verdicts (pure)
 
 

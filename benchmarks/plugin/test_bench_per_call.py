@@ -12,10 +12,9 @@ times single calls and engine blocks in the same rounds, one intra-op thread, no
 Reported per model (median over the repeats): the block median (the engine's figure), the
 single-call median raw and with the timer's cost subtracted, each one's deviation from the
 block median, the single-call mean, and the median over rounds of each round's mean single
-call with its deviation from the block median (like for like: a block's time per call is
-the mean of its calls, so on skewed calls the block median sits above the single-call
-median, by as much as the skew, whatever the timer), p90/p99/p99.9, the timer's cost and the calls
-timed. Target: the corrected single-call median within 5% of the block median on the 5 us
+call with its deviation from the block median (a block's sample is its median group of
+calls, so on skewed calls the round means sit above the block median, by as much as the
+skew, whatever the timer), p90/p99/p99.9, the timer's cost and the calls timed. Target: the corrected single-call median within 5% of the block median on the 5 us
 model and within 1% on the 1 ms model. Printed and recorded with ``record_property``; the
 test asserts only that every measurement ran and its counts add up.
 

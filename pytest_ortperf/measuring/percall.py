@@ -1,7 +1,8 @@
 """Single-call timing: every call timed on its own, for the tails of the latency distribution.
 
-The engine (:mod:`pytest_ortperf.measuring.engine`) times *blocks* of back-to-back calls: their
-medians are what the gate judges, and they hide the slow single call. Here each call is
+The engine (:mod:`pytest_ortperf.measuring.engine`) times *blocks* of back-to-back calls, each
+sample a block's median group of calls: their medians are what the gate judges, and they
+hide the slow single call. Here each call is
 timed alone (``t0 = clock(); call(); t1 = clock()``), and what the timer itself adds is
 measured and subtracted: the median of back-to-back empty timings (``t0 = clock(); t1 =
 clock()``), which span the same two clock calls with nothing between them.

@@ -148,8 +148,7 @@ def interleave(
         times: list[float] = [0.0] * arms
         hits = [False] * arms
         for i in order(rounds, arms):
-            ns, cpu_ns = sessions[i].block(ks[i])
-            times[i] = ns * NS / ks[i]
+            times[i], ns, cpu_ns = sessions[i].block(ks[i])
             hits[i] = watch_cpu and cpu_ns < PREEMPTED_BELOW * ns
         rounds += 1
         for i in range(arms):
@@ -242,8 +241,8 @@ def smoke(sessions: Sequence[RemoteSession]) -> list[Samples]:
     """One call of each session, timed in its worker (smoke mode)."""
     out = []
     for session in sessions:
-        ns, _ = session.block(1)
-        out.append(Samples((ns * NS,), 1))
+        per_call, _, _ = session.block(1)
+        out.append(Samples((per_call,), 1))
     return out
 
 

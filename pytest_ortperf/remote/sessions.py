@@ -34,9 +34,7 @@ from typing import IO, TYPE_CHECKING, Any
 import numpy as np
 
 from pytest_ortperf import scratch
-from pytest_ortperf.measuring.engine import (
-    EngineConfig,
-)
+from pytest_ortperf.measuring.engine import NS, EngineConfig, group_sizes
 from pytest_ortperf.measuring.feeds import InputSpec, check_feed_names
 from pytest_ortperf.remote import worker as worker_module
 from pytest_ortperf.remote.venvs import EnvSpec, ensure
@@ -444,10 +442,13 @@ class RemoteSession:
         )  # fmt: skip
         return int(reply["k"]), bool(reply["settled"])
 
-    def block(self, k: int) -> tuple[int, int]:
-        """One block of ``k`` calls timed in the worker: wall and thread CPU nanoseconds."""
-        reply = self._request("block", self.environment.timeout_s, k=k)
-        return int(reply["ns"]), int(reply["cpu_ns"])
+    def block(self, k: int) -> tuple[float, int, int]:
+        """One block of ``k`` calls timed in the worker in groups
+        (:func:`~pytest_ortperf.measuring.engine.group_sizes`): the median group's seconds
+        per call, and the block's wall and thread CPU nanoseconds."""
+        sizes = list(group_sizes(k))
+        reply = self._request("block", self.environment.timeout_s, k=k, sizes=sizes)
+        return float(reply["per_call_ns"]) * NS, int(reply["ns"]), int(reply["cpu_ns"])
 
     def profile_to(self, directory: Path, feeds: Feeds, *, runs: int, warmup: int) -> Path:
         """Profile ``warmup + runs`` calls on a separate profiling session in the worker

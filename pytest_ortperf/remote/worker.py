@@ -26,9 +26,12 @@ travel as ``.npz`` files that the parent writes (and removes): the worker reads 
   first call untimed, then ``k`` calls per block of about ``block_s``, blocks repeated
   until the last ``window`` agree within ``tolerance`` or ``warmup_s`` is spent. Answers
   ``k`` and ``settled``.
-- ``block``: ``k``: the worker times ``k`` back-to-back calls with ``perf_counter_ns``
-  (and its thread CPU time with ``thread_time_ns``) and answers ``ns`` and ``cpu_ns``.
-  Nothing of the protocol happens between the two clock reads.
+- ``block``: ``k`` and ``sizes``: the worker times ``k`` back-to-back calls with
+  ``perf_counter_ns``, in groups of the given sizes (the parent's
+  :func:`~pytest_ortperf.measuring.engine.group_sizes`), and its thread CPU time with
+  ``thread_time_ns``; answers ``ns`` and ``cpu_ns`` (the whole block's) and ``per_call_ns``
+  (the median group's nanoseconds per call). Nothing of the protocol happens between the
+  clock reads.
 - ``profile``: ``runs``, ``warmup``, ``dir``: a separate profiling session runs
   ``warmup + runs`` calls; answers the profile file's ``path`` (inside ``dir``).
 - ``exit``: answers, then the worker ends. End of input also ends it.
@@ -39,12 +42,13 @@ from __future__ import annotations
 import functools
 import json
 import os
+import statistics
 import sys
 import time
 import traceback
 from typing import Any
 
-PROTOCOL = 1
+PROTOCOL = 2
 
 _LEVELS = {
     "disable": "ORT_DISABLE_ALL",
@@ -181,6 +185,17 @@ class Worker:
             call()
         return clock() - t0
 
+    def _groups(self, sizes: list[int]) -> list[int]:
+        """Clock readings around groups of back-to-back calls of the given sizes."""
+        call = self.call
+        clock = time.perf_counter_ns
+        marks = [clock()]
+        for size in sizes:
+            for _ in range(size):
+                call()
+            marks.append(clock())
+        return marks
+
     def op_warmup(self, request: dict[str, Any]) -> dict[str, Any]:
         if self.call is None:
             raise RuntimeError("no feeds bound")
@@ -213,10 +228,16 @@ class Worker:
         if self.call is None:
             raise RuntimeError("no feeds bound")
         k = int(request["k"])
+        sizes = [int(size) for size in request.get("sizes") or [k]]
+        if sum(sizes) != k or min(sizes) < 1:
+            raise ValueError(f"group sizes {sizes} do not split a block of {k} calls")
         c0 = time.thread_time_ns()
-        ns = self._block(k)
+        marks = self._groups(sizes)
         cpu_ns = time.thread_time_ns() - c0
-        return {"ns": ns, "cpu_ns": cpu_ns}
+        per_call = statistics.median(
+            (marks[i + 1] - marks[i]) / size for i, size in enumerate(sizes)
+        )
+        return {"ns": marks[-1] - marks[0], "cpu_ns": cpu_ns, "per_call_ns": per_call}
 
     def op_profile(self, request: dict[str, Any]) -> dict[str, Any]:
         if self.sess is None:

@@ -213,7 +213,8 @@ def _distributions(data: ReportInput, draw: bool) -> str:
     if not parts:
         return ""
     intro = (
-        "<p>Each sample is one block's time divided by its calls; boxes span the quartiles, "
+        "<p>Each sample is one block's median group of calls, in seconds per call; boxes "
+        "span the quartiles, "
         "whiskers 1.5 IQR.</p>"
     )
     return section("distributions", "Latency distributions", intro + "".join(parts))

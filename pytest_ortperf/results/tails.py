@@ -117,9 +117,9 @@ class PerCallResult(Decoded):
 
     @property
     def round_mean_median(self) -> float:
-        """The median over rounds of the mean corrected single call: like for like with
-        :attr:`block_median` (a block's time per call is the mean of its calls, so on a
-        skewed distribution the block median sits above the single-call median)."""
+        """The median over rounds of the mean corrected single call: on a skewed
+        distribution it sits above the single-call median and :attr:`block_median` (a
+        block's median group of calls) by as much as the skew."""
         from pytest_ortperf.stats import median
 
         return median([sum(r) / len(r) for r in self.rounds()])
