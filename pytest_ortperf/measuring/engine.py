@@ -272,15 +272,10 @@ class Engine:
         clock = self.clock
         sizes = group_sizes(k)
         marks = [clock()]
-        if len(sizes) == k:  # a call a group
-            for _ in range(k):
+        for size in sizes:
+            for _ in range(size):
                 call()
-                marks.append(clock())
-        else:
-            for size in sizes:
-                for _ in range(size):
-                    call()
-                marks.append(clock())
+            marks.append(clock())
         if len(sizes) == 1:
             return (marks[1] - marks[0]) * NS / k
         return (
