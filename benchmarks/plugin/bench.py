@@ -3,6 +3,8 @@ progress printed past pytest's capture."""
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -33,6 +35,24 @@ def narrator(capsys: pytest.CaptureFixture[str]) -> Callable[[str], None]:
             print(text, file=sys.stderr, flush=True)
 
     return say
+
+
+def conditions(variable: str) -> list[str]:
+    """The conditions environment variable ``variable`` names, comma-separated: ``quiet``,
+    ``noisy`` or both (the default), in that order of mention."""
+    phases = [p.strip() for p in os.environ.get(variable, "quiet,noisy").split(",")]
+    assert set(phases) <= {"quiet", "noisy"}, f"{variable}: quiet, noisy or both"
+    return phases
+
+
+def in_condition(phase: str) -> contextlib.AbstractContextManager[object]:
+    """Nothing for ``quiet``; for ``noisy``, one process spinning on a core and one
+    streaming memory beside the block (:func:`noise.noisy_neighbours`)."""
+    from noise import noisy_neighbours
+
+    if phase == "noisy":
+        return noisy_neighbours(spinners=1, streamers=1)
+    return contextlib.nullcontext()
 
 
 def pair_log_ratio(

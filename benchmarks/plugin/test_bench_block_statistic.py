@@ -35,7 +35,7 @@ import time
 from typing import Any
 
 import pytest
-from bench import narrator, timing_settings
+from bench import conditions, in_condition, narrator, timing_settings
 
 ROUNDS_A_CHUNK = 30
 PREEMPTED_BELOW = 0.97
@@ -128,8 +128,6 @@ def _row(phase: str, name: str, k: int, per_call: float, out: Any) -> str:
 def test_block_statistic(
     request: pytest.FixtureRequest, capsys: pytest.CaptureFixture[str], record_property: Any
 ) -> None:
-    from noise import noisy_neighbours
-
     from pytest_ortperf import models
     from pytest_ortperf.measuring.calls import make_call
     from pytest_ortperf.measuring.engine import Engine, EngineConfig
@@ -140,8 +138,7 @@ def test_block_statistic(
     say = narrator(capsys)
     n = int(os.environ.get("ORTPERF_BLOCKSTAT_CHUNKS", "30"))
     assert 3 <= n <= 1000, "ORTPERF_BLOCKSTAT_CHUNKS: 3 to 1000 chunks a compare"
-    phases = os.environ.get("ORTPERF_BLOCKSTAT_PHASES", "quiet,noisy").split(",")
-    assert set(phases) <= {"quiet", "noisy"}, "ORTPERF_BLOCKSTAT_PHASES: quiet, noisy or both"
+    phases = conditions("ORTPERF_BLOCKSTAT_PHASES")
     compares = [
         ("attention 256", models.attention(dim=256), {"B": 2}),
         ("attention 32", models.attention(dim=32), {"B": 2}),
@@ -163,11 +160,8 @@ def test_block_statistic(
             engine = Engine(EngineConfig())
             k = min(engine.calibrate(call) for call in calls)
             per_call = 0.002 / k
-            if phase == "quiet":
+            with in_condition(phase):
                 out = _chunks(calls, k, n)
-            else:
-                with noisy_neighbours(spinners=1, streamers=1):
-                    out = _chunks(calls, k, n)
             assert len(out) == n and all(len(c[0]) == ROUNDS_A_CHUNK for c in out)
             lines.append(_row(phase, name, k, per_call, out))
             del calls, reference, candidate

@@ -24,14 +24,13 @@ Settings: ``ORTPERF_ONCE_CHECKS`` [10 per variant and condition, 1 to 200],
 
 from __future__ import annotations
 
-import os
 import statistics
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-from bench import narrator, timing_settings
+from bench import conditions, in_condition, narrator, timing_settings
 from gate_quality import (
     COMPARE_NAME,
     LATENCY,
@@ -81,16 +80,13 @@ def test_failing_test_measured_once(
     request: pytest.FixtureRequest, tmp_path: Path, record_property: Any, capsys: Any
 ) -> None:
     """One test against two: the time a failing check spends, and what its verdicts read."""
-    from noise import noisy_neighbours
-
     timing_settings(request)
     say = narrator(capsys)
     n = env_int("ORTPERF_ONCE_CHECKS", 10)
     assert 1 <= n <= 200, "ORTPERF_ONCE_CHECKS: 1 to 200"
     pad = env_int("ORTPERF_ONCE_PAD", 16)
     assert 0 <= pad <= 4096, "ORTPERF_ONCE_PAD: 0 to 4096"
-    phases = [p.strip() for p in os.environ.get("ORTPERF_ONCE_PHASES", "quiet,noisy").split(",")]
-    assert set(phases) <= {"quiet", "noisy"}, "ORTPERF_ONCE_PHASES: quiet, noisy or both"
+    phases = conditions("ORTPERF_ONCE_PHASES")
     started = time.perf_counter()
     bench = Bench(tmp_path / "runs", 256, 2, threshold=0.05, budget=1.0)
     split = SPLIT_MODULE.format(dim=256, batch=2, compare=COMPARE_NAME, latency=LATENCY_NAME)
@@ -145,11 +141,10 @@ def test_failing_test_measured_once(
             f" (setup-only runs {setup['one']:.2f} s and {setup['split']:.2f} s)"
         )
 
-    if "quiet" in phases:
-        run_phase("quiet")
-    if "noisy" in phases:
-        with noisy_neighbours(spinners=1, streamers=1):
-            run_phase("noisy")
+    for phase in ("quiet", "noisy"):
+        if phase in phases:
+            with in_condition(phase):
+                run_phase(phase)
     lines.append(f"{time.perf_counter() - started:.0f} s in all")
     say("\n".join(lines))
     record_property("failing_test_once", "\n".join(lines))

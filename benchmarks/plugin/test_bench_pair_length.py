@@ -35,7 +35,7 @@ import time
 from typing import Any
 
 import pytest
-from bench import narrator, timing_settings
+from bench import conditions, in_condition, narrator, timing_settings
 
 PAIR_SHARES = (1 / 3, 1 / 6, 1 / 12, 1 / 24)
 BLOCKS_S = (0.004, 0.008)
@@ -104,8 +104,6 @@ def _table(phase: str, out: dict[str, list[tuple[float, ...]]]) -> list[str]:
 def test_pair_and_block_length(
     request: pytest.FixtureRequest, capsys: pytest.CaptureFixture[str], record_property: Any
 ) -> None:
-    from noise import noisy_neighbours
-
     from pytest_ortperf import models
     from pytest_ortperf.measuring.feeds import input_specs, make_feeds
     from pytest_ortperf.measuring.session import OrtSession
@@ -114,8 +112,7 @@ def test_pair_and_block_length(
     say = narrator(capsys)
     n = int(os.environ.get("ORTPERF_PAIRLEN_PAIRS", "30"))
     assert 2 <= n <= 1000, "ORTPERF_PAIRLEN_PAIRS: 2 to 1000 pairs a variant"
-    phases = os.environ.get("ORTPERF_PAIRLEN_PHASES", "quiet,noisy").split(",")
-    assert set(phases) <= {"quiet", "noisy"}, "ORTPERF_PAIRLEN_PHASES: quiet, noisy or both"
+    phases = conditions("ORTPERF_PAIRLEN_PHASES")
     reference = OrtSession.create(
         models.attention(dim=DIM), name="reference", optimization="disable"
     )
@@ -128,11 +125,8 @@ def test_pair_and_block_length(
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for phase in phases:
-        if phase == "quiet":
+        with in_condition(phase):
             out = _rounds(reference, candidate, feeds, n)
-        else:
-            with noisy_neighbours(spinners=1, streamers=1):
-                out = _rounds(reference, candidate, feeds, n)
         assert all(len(rows) == n for rows in out.values())
         lines += _table(phase, out)
     say("\n".join(lines))
