@@ -276,8 +276,6 @@ class Engine:
             for _ in range(size):
                 call()
             marks.append(clock())
-        if len(sizes) == 1:
-            return (marks[1] - marks[0]) * NS / k
         return (
             statistics.median(
                 (end - begin) / size

@@ -178,12 +178,9 @@ class Worker:
         return {"count": len(arrays)}
 
     def _block(self, k: int) -> int:
-        call = self.call
-        clock = time.perf_counter_ns
-        t0 = clock()
-        for _ in range(k):
-            call()
-        return clock() - t0
+        """Nanoseconds of ``k`` back-to-back calls (the warm-up's blocks)."""
+        marks = self._groups([k])
+        return marks[-1] - marks[0]
 
     def _groups(self, sizes: list[int]) -> list[int]:
         """Clock readings around groups of back-to-back calls of the given sizes."""
